@@ -1,0 +1,3 @@
+"""startd: an HTCondor execution-point daemon (a condor_startd emulator)."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,337 @@
+"""ClassAds (records) and expressions: the public objects of the language."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, MutableMapping
+from typing import Any, Callable
+
+from . import evaluate as _evaluate
+from .ast import AttrRef, ListExpr, Literal, Node, RecordExpr
+from .evaluate import EvalState, evaluate_node
+from .parser import ClassAdSyntaxError, Parser, _check_text, iter_old_lines, parse_node, parse_old_line
+from .values import ERROR, UNDEFINED, AbsTime, RelTime
+
+
+class Expr:
+    """A parsed ClassAd expression.
+
+    ``str(e)`` is its canonical text; ``e.evaluate(my, target=...)`` its value. Two expressions
+    compare equal when their canonical texts are equal.
+    """
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Node | str) -> None:
+        if isinstance(node, str):
+            node = parse_node(node)
+        self.node = node
+
+    def evaluate(
+        self,
+        my: "ClassAd | Mapping[str, Any] | None" = None,
+        target: "ClassAd | Mapping[str, Any] | None" = None,
+        *,
+        now: float | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> Any:
+        """Evaluate with MY = ``my`` and TARGET = ``target``. Never raises: failures yield ERROR."""
+        if my is not None and not isinstance(my, ClassAd):
+            my = ClassAd(my)
+        if target is not None and not isinstance(target, ClassAd):
+            target = ClassAd(target)
+        return evaluate_node(self.node, my, target, now, clock)
+
+    def __str__(self) -> str:
+        from .unparse import unparse_node
+
+        return unparse_node(self.node)
+
+    def __repr__(self) -> str:
+        return f"Expr({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Expr):
+            return str(self) == str(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    def is_literal(self) -> bool:
+        """True when the expression is a constant (its value needs no evaluation)."""
+        return isinstance(self.node, Literal)
+
+
+def value_to_node(value: Any) -> Node:
+    """The literal node for a Python value (lists and dicts become list and record constructors)."""
+    if isinstance(value, Expr):
+        return value.node
+    if isinstance(value, Node):
+        return value
+    t = type(value)
+    if t is bool or t is int or t is float or t is str or value is UNDEFINED or value is ERROR or t is AbsTime or t is RelTime:
+        return Literal(value)
+    if isinstance(value, bool):
+        return Literal(bool(value))
+    if isinstance(value, int):
+        return Literal(int(value))
+    if isinstance(value, float):
+        return Literal(float(value))
+    if isinstance(value, str):
+        return Literal(str(value))
+    if isinstance(value, ClassAd):
+        return Literal(value)
+    if isinstance(value, Mapping):
+        return RecordExpr([(str(k), value_to_node(v)) for k, v in value.items()])
+    if isinstance(value, (list, tuple)):
+        return ListExpr([value_to_node(v) for v in value])
+    if value is None:
+        return Literal(UNDEFINED)
+    raise TypeError(f"cannot store a {t.__name__} in a ClassAd")
+
+
+class ClassAd(MutableMapping[str, Expr]):
+    """A ClassAd: a record mapping attribute names (case-insensitive, case-preserving) to expressions.
+
+    Assigning a Python value stores it as a literal; assigning an :class:`Expr` stores the expression.
+    """
+
+    __slots__ = ("_attrs", "_names", "_parent", "_shared", "__weakref__")
+
+    def __init__(self, init: "Mapping[str, Any] | str | None" = None, **kwargs: Any) -> None:
+        self._attrs: dict[str, Node] = {}
+        self._names: dict[str, str] = {}
+        self._parent: ClassAd | None = None
+        self._shared = False
+        if isinstance(init, str):
+            parsed = parse_ad(init)
+            self._attrs = dict(parsed._attrs)
+            self._names = dict(parsed._names)
+        elif init is not None:
+            for k, v in init.items():
+                self[k] = v
+        for k, v in kwargs.items():
+            self[k] = v
+
+    @classmethod
+    def _make(cls, attrs: dict[str, Node], names: dict[str, str], parent: "ClassAd | None") -> "ClassAd":
+        """A record sharing ``attrs``/``names`` until it is first modified (copy on write)."""
+        ad = cls.__new__(cls)
+        ad._attrs = attrs
+        ad._names = names
+        ad._parent = parent
+        ad._shared = True
+        return ad
+
+    def _own(self) -> None:
+        if self._shared:
+            self._attrs = dict(self._attrs)
+            self._names = dict(self._names)
+            self._shared = False
+
+    # --- mapping protocol ---
+    def __getitem__(self, name: str) -> Expr:
+        node = self._attrs.get(name.lower())
+        if node is None:
+            raise KeyError(name)
+        return Expr(node)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if not isinstance(name, str) or not name:
+            raise KeyError(f"invalid attribute name {name!r}")
+        self._own()
+        node = value_to_node(value)
+        if isinstance(node, Literal) and isinstance(node.value, ClassAd) and node.value._parent is None:
+            node.value._parent = self
+        lname = name.lower()
+        self._attrs[lname] = node
+        self._names[lname] = name
+
+    def __delitem__(self, name: str) -> None:
+        lname = name.lower()
+        if lname not in self._attrs:
+            raise KeyError(name)
+        self._own()
+        del self._attrs[lname]
+        del self._names[lname]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._names.values()))
+
+    def __len__(self) -> int:
+        return len(self._attrs)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._attrs
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ClassAd):
+            return NotImplemented
+        if self._attrs.keys() != other._attrs.keys():
+            return False
+        from .unparse import unparse_node
+
+        return all(unparse_node(n) == unparse_node(other._attrs[k]) for k, n in self._attrs.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # --- ClassAd operations ---
+    def set_expr(self, name: str, text: str) -> None:
+        """Parse ``text`` and store it as the expression of ``name``."""
+        self[name] = Expr(parse_node(text))
+
+    def lookup(self, name: str) -> Expr | None:
+        """The expression of ``name`` in this ad (not its enclosing scopes), or None."""
+        node = self._attrs.get(name.lower())
+        return None if node is None else Expr(node)
+
+    def get_node(self, name: str) -> Node | None:
+        """The tree of ``name``'s expression, or None."""
+        return self._attrs.get(name.lower())
+
+    def name_of(self, name: str) -> str:
+        """The attribute name as it was spelt when set."""
+        return self._names.get(name.lower(), name)
+
+    def evaluate(
+        self,
+        name: str,
+        target: "ClassAd | None" = None,
+        *,
+        now: float | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> Any:
+        """The value of attribute ``name`` with MY = this ad and TARGET = ``target``.
+
+        A name this ad does not define is looked up as an unscoped reference would be: in the
+        target of the match, else ``undefined``.
+        """
+        node = self._attrs.get(name.lower())
+        if node is None:
+            node = AttrRef(name)
+        return evaluate_node(node, self, target, now, clock)
+
+    def eval_expr(self, text: str, target: "ClassAd | None" = None, *, now: float | None = None) -> Any:
+        """Parse ``text`` and evaluate it with MY = this ad."""
+        return evaluate_node(parse_node(text), self, target, now)
+
+    def matches(self, other: "ClassAd", *, now: float | None = None) -> bool:
+        """True when this ad's Requirements evaluate to exactly ``true`` against ``other``."""
+        return self.evaluate("Requirements", other, now=now) is True
+
+    @staticmethod
+    def symmetric_match(a: "ClassAd", b: "ClassAd", *, now: float | None = None) -> bool:
+        """True when each ad's Requirements is exactly ``true`` against the other."""
+        return a.evaluate("Requirements", b, now=now) is True and b.evaluate("Requirements", a, now=now) is True
+
+    def copy(self) -> "ClassAd":
+        """A shallow copy (expressions are shared; they are immutable)."""
+        ad = ClassAd()
+        ad._attrs = dict(self._attrs)
+        ad._names = dict(self._names)
+        return ad
+
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:  # type: ignore[override]
+        if isinstance(other, ClassAd):
+            self._own()
+            self._attrs.update(other._attrs)
+            self._names.update(other._names)
+        else:
+            super().update(other, **kwargs)
+        for k, v in kwargs.items():
+            self[k] = v
+
+    def __str__(self) -> str:
+        from .unparse import unparse_ad
+
+        return unparse_ad(self)
+
+    def __repr__(self) -> str:
+        return f"ClassAd({str(self)!r})"
+
+    def to_old(self, sort: bool = False) -> str:
+        """The old one-attribute-a-line form, as ``condor_status -l`` prints it."""
+        from .unparse import unparse_old
+
+        return unparse_old(self, sort=sort)
+
+    def external_refs(self, name: str) -> set[str]:
+        """Names that ``name``'s expression refers to and this ad does not define."""
+        from .unparse import references
+
+        node = self._attrs.get(name.lower())
+        if node is None:
+            return set()
+        return {r for r in references(node) if r.lower() not in self._attrs}
+
+
+_evaluate._ClassAd = ClassAd
+
+
+def parse_expr(text: str | bytes) -> Expr:
+    """Parse one expression (new syntax). Raises :class:`ClassAdSyntaxError` naming line and column."""
+    return Expr(parse_node(text))
+
+
+def parse_ad(text: str | bytes, *, source: str = "") -> ClassAd:
+    """Parse one ad: new syntax (``[ a = 1; b = 2 ]``) or old (one ``Name = expr`` a line)."""
+    text = _check_text(text)
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        p = Parser(text, source=source)
+        t = p.next()
+        node = p.record_body()
+        if p.peek().kind != "eof":
+            raise p.error("unexpected text after the end of the ad")
+        ad = ClassAd()
+        for name, expr in node.attrs:
+            ad._attrs[name.lower()] = expr
+            ad._names[name.lower()] = name
+        _adopt_records(ad)
+        return ad
+    ad = ClassAd()
+    for no, line in iter_old_lines(text):
+        name, expr = parse_old_line(line, no, source)
+        ad._attrs[name.lower()] = expr
+        ad._names[name.lower()] = name
+    return ad
+
+
+def parse_ads(text: str | bytes, *, source: str = "") -> list[ClassAd]:
+    """Parse a sequence of ads: new-syntax records one after another, or old-syntax ads separated by blank lines."""
+    text = _check_text(text)
+    if text.lstrip().startswith("["):
+        p = Parser(text, source=source)
+        ads = []
+        while p.peek().kind != "eof":
+            p.expect_op("[")
+            node = p.record_body()
+            ad = ClassAd()
+            for name, expr in node.attrs:
+                ad._attrs[name.lower()] = expr
+                ad._names[name.lower()] = name
+            ads.append(ad)
+        return ads
+    ads = []
+    block: list[str] = []
+    start = 1
+    lines = text.split("\n")
+    for i, line in enumerate(lines + [""], 1):
+        if line.strip() == "":
+            if any(b.strip() and not b.strip().startswith("#") for b in block):
+                ad = ClassAd()
+                for no, ln in iter_old_lines("\n".join(block)):
+                    name, expr = parse_old_line(ln, no + start - 1, source)
+                    ad._attrs[name.lower()] = expr
+                    ad._names[name.lower()] = name
+                ads.append(ad)
+            block = []
+            start = i + 1
+        else:
+            block.append(line)
+    return ads
+
+
+def _adopt_records(ad: ClassAd) -> None:
+    """Nothing to do: record constructors take their enclosing scope when evaluated."""
+    return None

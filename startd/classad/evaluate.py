@@ -1,0 +1,814 @@
+"""Evaluation of ClassAd expressions, faithful to HTCondor's semantics.
+
+Each tree is compiled once into nested Python closures ``f(state) -> value``; evaluation then costs
+one call per node and no dispatch on node types. :class:`EvalState` carries what the closures
+need: the current scope (the record whose attributes unscoped names see first), the two ads of a
+match (MY and TARGET), the clock, and the set of attributes under evaluation (a reference back into
+one of them is a circular reference and yields ``undefined``, as in HTCondor).
+
+Scoping follows HTCondor's MatchClassAd: an unscoped name is looked up in the current record, then
+its enclosing records; past the top-level ad the names ``MY``/``AD`` (the ad itself) and
+``TARGET``/``OTHER`` (the other ad of the match) are defined; and a name found nowhere in that chain
+is looked up in the other ad of the match (the "alternate scope"), when the reference is made from a
+top-level ad. ``self``, ``parent``, ``toplevel``/``root`` and ``CurrentTime`` are special names.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable, Sequence
+
+from .ast import AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp
+from .values import ERROR, UNDEFINED, AbsTime, RelTime, wrap_int, INT64_MIN, INT64_MAX
+
+Value = Any
+Closure = Callable[["EvalState"], Value]
+
+MAX_ATTR_DEPTH = 1000
+"""Deepest chain of attribute references followed before evaluation gives up with ``error``."""
+
+_INF = math.inf
+
+
+def _system_clock() -> float:
+    return time.time()
+
+
+class EvalState:
+    """The state of one evaluation."""
+
+    __slots__ = ("scope", "left", "right", "root", "busy", "depth", "_clock", "_now")
+
+    def __init__(
+        self,
+        scope: Any,
+        left: Any = None,
+        right: Any = None,
+        root: Any = None,
+        now: float | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.scope = scope
+        self.left = left
+        self.right = right
+        self.root = root
+        self.busy: set[tuple[int, str]] = set()
+        self.depth = 0
+        self._clock = clock
+        self._now = now
+
+    def clock(self) -> float:
+        """Current time, seconds since the epoch (a virtual clock when the caller supplied one)."""
+        if self._now is not None:
+            return self._now
+        if self._clock is not None:
+            return self._clock()
+        return _system_clock()
+
+    def local_tz_offset(self, secs: float) -> int:
+        """Offset of local time from UTC, in seconds, at the instant ``secs``."""
+        try:
+            lt = time.localtime(secs)
+        except (OverflowError, OSError, ValueError):
+            lt = time.localtime(0)
+        return int(lt.tm_gmtoff or 0)
+
+    def eval_in(self, node: Node, scope: Any) -> Value:
+        """Evaluate ``node`` with ``scope`` (a ClassAd) as the current scope."""
+        saved = self.scope
+        self.scope = scope
+        try:
+            return node.ev(self)
+        finally:
+            self.scope = saved
+
+    def eval_text(self, text: str) -> Value:
+        """Parse ``text`` as an expression and evaluate it in the current scope (``eval()``)."""
+        from .parser import ClassAdSyntaxError, parse_node
+
+        try:
+            node = parse_node(text)
+        except (ClassAdSyntaxError, RecursionError):
+            return ERROR
+        return node.ev(self)
+
+    def attr_expr(self, node: Node) -> Node | None:
+        """The expression an attribute-reference node refers to, or None."""
+        while isinstance(node, Paren):
+            node = node.inner
+        if not isinstance(node, AttrRef):
+            return None
+        if node.base is None:
+            if node.absolute:
+                start = self.root
+                if start is None:
+                    return None
+            else:
+                start = self.scope
+            found = _find(self, start, node.lname, not node.absolute)
+        else:
+            base = node.base.ev(self)
+            if not _is_ad(base):
+                return None
+            found = _find(self, base, node.lname, False)
+        if found is None or found[0] is not _EXPR:
+            return None
+        return found[1]
+
+
+# --- attribute lookup ----------------------------------------------------------------------------
+
+_EXPR = object()  # marker: lookup found an expression (found[1]) in scope found[2]
+_VALUE = object()  # marker: lookup found a value directly (special names)
+
+_ClassAd: Any = None  # set by ad.py to break the import cycle
+
+
+def _is_ad(v: Any) -> bool:
+    return isinstance(v, _ClassAd)
+
+
+_SPECIAL = frozenset(("self", "parent", "toplevel", "root", "currenttime"))
+
+
+def _find(st: EvalState, start: Any, lname: str, alternate: bool) -> tuple[Any, Any, Any] | None:
+    """HTCondor's LookupInScope, plus the match context and (for unscoped names) the alternate scope."""
+    cur = start
+    while cur is not None:
+        node = cur._attrs.get(lname)
+        if node is not None:
+            return (_EXPR, node, cur)
+        if lname in _SPECIAL:
+            return (_VALUE, _special(st, cur, lname), cur)
+        parent = cur._parent
+        if parent is None:
+            ctx = _context_name(st, cur, lname)
+            if ctx is not None:
+                return (_VALUE, ctx, cur)
+        cur = parent
+    if alternate:
+        other = None
+        if start is st.left:
+            other = st.right
+        elif start is st.right:
+            other = st.left
+        if other is not None:
+            return _find(st, other, lname, False)
+    return None
+
+
+def _context_name(st: EvalState, ad: Any, lname: str) -> Any:
+    if ad is st.left:
+        me, other = ad, st.right
+    elif ad is st.right:
+        me, other = ad, st.left
+    else:
+        return None
+    if lname == "my" or lname == "ad":
+        return me
+    if (lname == "target" or lname == "other") and other is not None:
+        return other
+    return None
+
+
+def _special(st: EvalState, cur: Any, lname: str) -> Value:
+    if lname == "self":
+        return cur
+    if lname == "parent":
+        p = cur._parent
+        return p if p is not None else UNDEFINED
+    if lname == "currenttime":
+        return int(st.clock())
+    # toplevel / root
+    return st.root if st.root is not None else UNDEFINED
+
+
+def _eval_found(st: EvalState, found: tuple[Any, Any, Any] | None) -> Value:
+    if found is None:
+        return UNDEFINED
+    kind, node, scope = found
+    if kind is _VALUE:
+        return node
+    key = (id(scope), id(node))
+    busy = st.busy
+    if key in busy:
+        return UNDEFINED  # circular reference
+    if st.depth >= MAX_ATTR_DEPTH:
+        return ERROR
+    busy.add(key)
+    saved = st.scope
+    st.scope = scope
+    st.depth += 1
+    try:
+        return node.ev(st)
+    finally:
+        st.depth -= 1
+        st.scope = saved
+        busy.discard(key)
+
+
+def lookup_in(st: EvalState, ad: Any, lname: str) -> Value:
+    """Evaluate attribute ``lname`` of record ``ad`` (walking its enclosing records)."""
+    return _eval_found(st, _find(st, ad, lname, False))
+
+
+def _select(st: EvalState, base: Value, lname: str) -> Value:
+    if _is_ad(base):
+        return _eval_found(st, _find(st, base, lname, False))
+    if base is UNDEFINED:
+        return UNDEFINED
+    if type(base) is list:
+        return [_select(st, item, lname) if (_is_ad(item) or item is UNDEFINED) else ERROR for item in base]
+    return ERROR
+
+
+# --- compiler ------------------------------------------------------------------------------------
+
+
+def compile_node(node: Node) -> Closure:
+    """Compile a tree into a closure ``f(state) -> value``."""
+    t = type(node)
+    if t is Literal:
+        v = node.value
+        if _is_ad(v):
+            # a record value stored in an ad: it keeps its own enclosing scope
+            return lambda st: v
+        return lambda st: v
+    if t is AttrRef:
+        return _compile_attr(node)
+    if t is BinaryOp:
+        return _compile_binary(node)
+    if t is UnaryOp:
+        return _compile_unary(node)
+    if t is Paren:
+        return node.inner.ev
+    if t is Conditional:
+        return _compile_conditional(node)
+    if t is Subscript:
+        return _compile_subscript(node)
+    if t is Call:
+        return _compile_call(node)
+    if t is ListExpr:
+        fns = [n.ev for n in node.items]
+        return lambda st: [f(st) for f in fns]
+    if t is RecordExpr:
+        return _compile_record(node)
+    raise TypeError(f"cannot compile {t.__name__}")
+
+
+def _compile_attr(node: AttrRef) -> Closure:
+    lname = node.lname
+    if node.base is None:
+        if node.absolute:
+
+            def absolute(st: EvalState) -> Value:
+                root = st.root
+                if root is None:
+                    return UNDEFINED
+                return _eval_found(st, _find(st, root, lname, False))
+
+            return absolute
+
+        def unscoped(st: EvalState) -> Value:
+            # inline the common case: the attribute is defined right in the current scope
+            scope = st.scope
+            n = scope._attrs.get(lname)
+            if n is not None:
+                return _eval_found(st, (_EXPR, n, scope))
+            return _eval_found(st, _find(st, scope, lname, True))
+
+        return unscoped
+
+    base = node.base
+    if type(base) is AttrRef and base.base is None and not base.absolute and base.lname in ("target", "my"):
+        which = base.lname
+        base_fn = base.ev
+
+        def scoped_ctx(st: EvalState) -> Value:
+            # MY.x / TARGET.x: resolve the scope name once, then look x up there
+            b = base_fn(st)
+            if _is_ad(b):
+                n = b._attrs.get(lname)
+                if n is not None:
+                    return _eval_found(st, (_EXPR, n, b))
+            return _select(st, b, lname)
+
+        return scoped_ctx
+
+    bf = base.ev
+    return lambda st: _select(st, bf(st), lname)
+
+
+def _compile_record(node: RecordExpr) -> Closure:
+    attrs = {name.lower(): expr for name, expr in node.attrs}
+    names = {name.lower(): name for name, _ in node.attrs}
+
+    def record(st: EvalState) -> Value:
+        return _ClassAd._make(attrs, names, st.scope)
+
+    return record
+
+
+def _compile_conditional(node: Conditional) -> Closure:
+    cf = node.cond.ev
+    of = node.other.ev
+    if node.then is None:
+
+        def elvis(st: EvalState) -> Value:
+            v = cf(st)
+            return of(st) if v is UNDEFINED else v
+
+        return elvis
+    tf = node.then.ev
+
+    def cond(st: EvalState) -> Value:
+        c = cf(st)
+        tc = type(c)
+        if tc is bool:
+            return tf(st) if c else of(st)
+        if tc is int or tc is float:
+            return tf(st) if c != 0 else of(st)
+        if c is UNDEFINED:
+            return UNDEFINED
+        return ERROR
+
+    return cond
+
+
+def _compile_subscript(node: Subscript) -> Closure:
+    bf = node.base.ev
+    jf = node.index.ev
+
+    def subscript(st: EvalState) -> Value:
+        b = bf(st)
+        i = jf(st)
+        if b is ERROR or i is ERROR:
+            return ERROR
+        if b is UNDEFINED or i is UNDEFINED:
+            return UNDEFINED
+        tb = type(b)
+        if tb is list:
+            if type(i) is int:
+                if 0 <= i < len(b):
+                    return b[i]
+            return ERROR
+        if _is_ad(b) and type(i) is str:
+            return _eval_found(st, _find(st, b, i.lower(), False))
+        return ERROR
+
+    return subscript
+
+
+def _compile_call(node: Call) -> Closure:
+    from .functions import FUNCTIONS
+
+    impl = FUNCTIONS.get(node.lname)
+    if impl is None:
+        return lambda st: ERROR
+    args = node.args
+    return lambda st: impl(st, args)
+
+
+# --- operators -----------------------------------------------------------------------------------
+
+
+def _to_bool(v: Value) -> Value:
+    """Operand of a logical operator: a boolean, UNDEFINED, or ERROR for anything else."""
+    t = type(v)
+    if t is bool:
+        return v
+    if t is int or t is float:
+        return v != 0
+    if v is UNDEFINED:
+        return UNDEFINED
+    return ERROR
+
+
+def _compile_logical(op: str, lf: Closure, rf: Closure) -> Closure:
+    if op == "&&":
+
+        def and_(st: EvalState) -> Value:
+            a = lf(st)
+            if a is False:
+                return False
+            if a is not True:
+                a = _to_bool(a)
+                if a is False:
+                    return False
+                if a is ERROR:
+                    return ERROR
+            b = rf(st)
+            if b is not True and b is not False:
+                b = _to_bool(b)
+            if a is True:
+                return b
+            # a is UNDEFINED
+            if b is False:
+                return False
+            if b is True or b is UNDEFINED:
+                return UNDEFINED
+            return ERROR
+
+        return and_
+
+    def or_(st: EvalState) -> Value:
+        a = lf(st)
+        if a is True:
+            return True
+        if a is not False:
+            a = _to_bool(a)
+            if a is True:
+                return True
+            if a is ERROR:
+                return ERROR
+        b = rf(st)
+        if b is not True and b is not False:
+            b = _to_bool(b)
+        if a is False:
+            return b
+        if b is True:
+            return True
+        if b is False or b is UNDEFINED:
+            return UNDEFINED
+        return ERROR
+
+    return or_
+
+
+def _real_result(r: float) -> Value:
+    return ERROR if r == _INF else r
+
+
+def arith(op: str, a: Value, b: Value) -> Value:
+    """``+ - * / %`` on two values."""
+    ta = type(a)
+    tb = type(b)
+    if (ta is int or ta is bool) and (tb is int or tb is bool):
+        a = int(a)
+        b = int(b)
+        if op == "+":
+            return wrap_int(a + b)
+        if op == "-":
+            return wrap_int(a - b)
+        if op == "*":
+            return wrap_int(a * b)
+        if b == 0:
+            return ERROR
+        if op == "/":
+            if a == INT64_MIN and b == -1:
+                return INT64_MAX
+            q = abs(a) // abs(b)
+            return q if (a < 0) == (b < 0) else -q
+        # %
+        if a == INT64_MIN and b == -1:
+            return 0
+        r = abs(a) % abs(b)
+        return -r if a < 0 else r
+    if a is ERROR or b is ERROR:
+        return ERROR
+    if a is UNDEFINED or b is UNDEFINED:
+        return UNDEFINED
+    if (ta is float or ta is int or ta is bool) and (tb is float or tb is int or tb is bool):
+        x = float(a)
+        y = float(b)
+        if op == "+":
+            return _real_result(x + y)
+        if op == "-":
+            return _real_result(x - y)
+        if op == "*":
+            return _real_result(x * y)
+        if op == "/":
+            if y == 0.0:
+                if x == 0.0 or x != x:
+                    return math.nan
+                neg = (x < 0) != (math.copysign(1.0, y) < 0)
+                return -_INF if neg else ERROR
+            return _real_result(x / y)
+        return ERROR  # % on reals
+    if ta is AbsTime or tb is AbsTime or ta is RelTime or tb is RelTime:
+        return _time_arith(op, a, b)
+    return ERROR
+
+
+def _is_num(v: Value) -> bool:
+    t = type(v)
+    return t is int or t is float
+
+
+def _time_arith(op: str, a: Value, b: Value) -> Value:
+    ta = type(a)
+    tb = type(b)
+    if op == "+":
+        if ta is AbsTime and tb is RelTime:
+            return AbsTime(a.secs + b.secs, a.offset)
+        if ta is RelTime and tb is AbsTime:
+            return AbsTime(a.secs + b.secs, b.offset)
+        if ta is RelTime and tb is RelTime:
+            return RelTime(a.secs + b.secs)
+        return ERROR
+    if op == "-":
+        if ta is AbsTime and tb is AbsTime:
+            return RelTime(a.secs - b.secs)
+        if ta is AbsTime and tb is RelTime:
+            return AbsTime(a.secs - b.secs, a.offset)
+        if ta is RelTime and tb is RelTime:
+            return RelTime(a.secs - b.secs)
+        return ERROR
+    if op == "*":
+        if ta is RelTime and _is_num(b):
+            return RelTime(a.secs * b)
+        if tb is RelTime and _is_num(a):
+            return RelTime(a * b.secs)
+        return ERROR
+    if op == "/":
+        if ta is RelTime and _is_num(b):
+            if b == 0:
+                return ERROR
+            return RelTime(a.secs / b)
+        return ERROR
+    return ERROR
+
+
+def _str_key(s: str) -> str:
+    return s.lower()
+
+
+def compare(op: str, a: Value, b: Value) -> Value:
+    """``< <= > >= == !=`` on two values (strings compare case-insensitively)."""
+    ta = type(a)
+    tb = type(b)
+    if (ta is int or ta is float or ta is bool) and (tb is int or tb is float or tb is bool):
+        x, y = a, b
+    elif ta is str and tb is str:
+        x, y = a.lower(), b.lower()
+    elif a is ERROR or b is ERROR:
+        return ERROR
+    elif a is UNDEFINED or b is UNDEFINED:
+        return UNDEFINED
+    elif (ta is AbsTime and tb is AbsTime) or (ta is RelTime and tb is RelTime):
+        x, y = a.secs, b.secs
+    else:
+        return ERROR
+    if op == "==":
+        return x == y
+    if op == "!=":
+        return x != y
+    if op == "<":
+        return x < y
+    if op == "<=":
+        return x <= y
+    if op == ">":
+        return x > y
+    return x >= y
+
+
+def identical(a: Value, b: Value) -> Value:
+    """``=?=``: same type and same value (strings case-sensitively); never undefined."""
+    ta = type(a)
+    tb = type(b)
+    if ta is list or tb is list or _is_ad(a) or _is_ad(b):
+        return ERROR
+    if ta is not tb:
+        return False
+    if ta is float:
+        return a == b or (a != a and b != b)
+    if ta is AbsTime or ta is RelTime:
+        return a.secs == b.secs
+    return a == b
+
+
+def bitwise(op: str, a: Value, b: Value) -> Value:
+    """``& | ^ << >> >>>`` on integers."""
+    if type(a) is int and type(b) is int:
+        if op == "&":
+            return a & b
+        if op == "|":
+            return a | b
+        if op == "^":
+            return a ^ b
+        n = b & 63
+        if op == "<<":
+            return wrap_int(a << n)
+        if op == ">>":
+            return a >> n
+        # >>>: arithmetic shift, then clear the bits that came in from the sign
+        mask = ~wrap_int(-1 << ((64 - n) & 63))
+        return (a >> n) & mask
+    if a is ERROR or b is ERROR:
+        return ERROR
+    if a is UNDEFINED or b is UNDEFINED:
+        return UNDEFINED
+    return ERROR
+
+
+_ARITH = frozenset("+-*/%")
+_COMPARE = frozenset(("<", "<=", ">", ">=", "==", "!="))
+_BITWISE = frozenset(("&", "|", "^", "<<", ">>", ">>>"))
+
+
+def _compile_binary(node: BinaryOp) -> Closure:
+    op = node.op
+    lf = node.left.ev
+    rf = node.right.ev
+    if op == "&&" or op == "||":
+        return _compile_logical(op, lf, rf)
+    if op == "=?=":
+        return lambda st: identical(lf(st), rf(st))
+    if op == "=!=":
+
+        def not_identical(st: EvalState) -> Value:
+            r = identical(lf(st), rf(st))
+            return r if r is ERROR else not r
+
+        return not_identical
+    if op in _COMPARE:
+        return _compile_compare(op, lf, rf)
+    if op in _ARITH:
+        if op == "+":
+
+            def add(st: EvalState) -> Value:
+                a = lf(st)
+                b = rf(st)
+                if type(a) is int and type(b) is int:
+                    r = a + b
+                    return r if INT64_MIN <= r <= INT64_MAX else wrap_int(r)
+                return arith("+", a, b)
+
+            return add
+        if op == "*":
+
+            def mul(st: EvalState) -> Value:
+                a = lf(st)
+                b = rf(st)
+                if type(a) is int and type(b) is int:
+                    r = a * b
+                    return r if INT64_MIN <= r <= INT64_MAX else wrap_int(r)
+                return arith("*", a, b)
+
+            return mul
+        return lambda st: arith(op, lf(st), rf(st))
+    if op in _BITWISE:
+        return lambda st: bitwise(op, lf(st), rf(st))
+    raise TypeError(f"unknown operator {op}")
+
+
+def _compile_compare(op: str, lf: Closure, rf: Closure) -> Closure:
+    # Specialise the common numeric cases; everything else goes through compare().
+    if op == ">=":
+
+        def ge(st: EvalState) -> Value:
+            a = lf(st)
+            b = rf(st)
+            ta = type(a)
+            if (ta is int or ta is float) and type(b) in _NUM:
+                return a >= b
+            return compare(">=", a, b)
+
+        return ge
+    if op == "<=":
+
+        def le(st: EvalState) -> Value:
+            a = lf(st)
+            b = rf(st)
+            ta = type(a)
+            if (ta is int or ta is float) and type(b) in _NUM:
+                return a <= b
+            return compare("<=", a, b)
+
+        return le
+    if op == ">":
+
+        def gt(st: EvalState) -> Value:
+            a = lf(st)
+            b = rf(st)
+            ta = type(a)
+            if (ta is int or ta is float) and type(b) in _NUM:
+                return a > b
+            return compare(">", a, b)
+
+        return gt
+    if op == "<":
+
+        def lt(st: EvalState) -> Value:
+            a = lf(st)
+            b = rf(st)
+            ta = type(a)
+            if (ta is int or ta is float) and type(b) in _NUM:
+                return a < b
+            return compare("<", a, b)
+
+        return lt
+    if op == "==":
+
+        def eq(st: EvalState) -> Value:
+            a = lf(st)
+            b = rf(st)
+            ta = type(a)
+            if ta is str and type(b) is str:
+                return a.lower() == b.lower()
+            if (ta is int or ta is float) and type(b) in _NUM:
+                return a == b
+            return compare("==", a, b)
+
+        return eq
+
+    def ne(st: EvalState) -> Value:
+        a = lf(st)
+        b = rf(st)
+        ta = type(a)
+        if ta is str and type(b) is str:
+            return a.lower() != b.lower()
+        if (ta is int or ta is float) and type(b) in _NUM:
+            return a != b
+        return compare("!=", a, b)
+
+    return ne
+
+
+_NUM = frozenset((int, float, bool))
+
+
+def _compile_unary(node: UnaryOp) -> Closure:
+    op = node.op
+    f = node.operand.ev
+    if op == "!":
+
+        def not_(st: EvalState) -> Value:
+            v = f(st)
+            t = type(v)
+            if t is bool:
+                return not v
+            if t is int or t is float:
+                return v == 0
+            if v is UNDEFINED:
+                return UNDEFINED
+            return ERROR
+
+        return not_
+    if op == "-":
+
+        def neg(st: EvalState) -> Value:
+            v = f(st)
+            t = type(v)
+            if t is int:
+                return wrap_int(-v)
+            if t is float:
+                return -v
+            if t is RelTime:
+                return RelTime(-v.secs)
+            if v is UNDEFINED:
+                return UNDEFINED
+            return ERROR
+
+        return neg
+    if op == "+":
+
+        def pos(st: EvalState) -> Value:
+            v = f(st)
+            t = type(v)
+            if t is int or t is float or t is RelTime:
+                return v
+            if v is UNDEFINED:
+                return UNDEFINED
+            return ERROR
+
+        return pos
+
+    def inv(st: EvalState) -> Value:
+        v = f(st)
+        if type(v) is int:
+            return ~v
+        if v is UNDEFINED:
+            return UNDEFINED
+        return ERROR
+
+    return inv
+
+
+def evaluate_node(
+    node: Node,
+    scope: Any = None,
+    target: Any = None,
+    now: float | None = None,
+    clock: Callable[[], float] | None = None,
+) -> Value:
+    """Evaluate a tree with MY = ``scope`` and TARGET = ``target``. Never raises: failures are ERROR."""
+    if scope is None:
+        scope = _ClassAd()
+    root = scope if target is None else None
+    st = EvalState(scope, scope, target, root, now, clock)
+    try:
+        return node.ev(st)
+    except RecursionError:
+        return ERROR
+
+
+def make_state(scope: Any, target: Any = None, now: float | None = None) -> EvalState:
+    """An evaluation state for MY = ``scope`` and TARGET = ``target`` (for callers that evaluate many nodes)."""
+    return EvalState(scope, scope, target, scope if target is None else None, now)
+
+
+def call_args(st: EvalState, args: Sequence[Node]) -> list[Value]:
+    """Evaluate every argument of a call, in order."""
+    return [a.ev(st) for a in args]

@@ -1,0 +1,322 @@
+"""Shared helpers of the built-in function library.
+
+Value conversions (``string()``, ``int()``, ``real()`` semantics), the comparison operators that
+``member``/``anyCompare`` apply to list elements, and the C-library number parsing that
+HTCondor's functions rely on (``strtod``-like prefixes, ``%.15E`` reals, 64-bit truncation).
+Strings are handled as HTCondor handles them, as UTF-8 byte strings, wherever lengths, offsets or
+byte-wise case mapping are observable.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time as _time
+from typing import Any, Callable, Sequence
+
+from .values import ERROR, UNDEFINED, AbsTime, RelTime, real_to_int, wrap_int
+
+Value = Any
+Node = Any
+Function = Callable[[Any, Sequence[Any]], Value]
+
+_NUMBER_TYPES = (int, float, bool)
+
+
+# --------------------------------------------------------------------------------------------
+# Text of values
+# --------------------------------------------------------------------------------------------
+
+def real_text(f: float) -> str:
+    """A real as HTCondor's unparser writes it: ``%.15E``, ``0.0``, ``real("INF")``..."""
+    if f != f:
+        return 'real("NaN")'
+    if f == math.inf:
+        return 'real("INF")'
+    if f == -math.inf:
+        return 'real("-INF")'
+    if f == 0.0:
+        return "-0.0" if math.copysign(1.0, f) < 0 else "0.0"
+    return "%.15E" % f
+
+
+def abstime_text(t: AbsTime) -> str:
+    """An absolute time in the canonical ``YYYY-MM-DDTHH:MM:SS+hh:mm`` form."""
+    secs = int(t.secs)
+    off = t.offset
+    tm = _time.gmtime(secs + off)
+    if off == 0:
+        # HTCondor writes a zero offset as "-00:00".
+        zone = "-00:00"
+    else:
+        sign = "+" if off > 0 else "-"
+        a = abs(off)
+        zone = "%s%02d:%02d" % (sign, a // 3600, (a % 3600) // 60)
+    return "%04d-%02d-%02dT%02d:%02d:%02d%s" % (
+        tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, zone)
+
+
+def reltime_text(r: RelTime) -> str:
+    """A relative time in the canonical ``[-][D+]HH:MM:SS`` form, leading zero parts omitted."""
+    secs = int(r.secs)
+    neg = secs < 0
+    secs = abs(secs)
+    days, rest = divmod(secs, 86400)
+    hours, rest = divmod(rest, 3600)
+    mins, s = divmod(rest, 60)
+    out = "-" if neg else ""
+    if days:
+        out += "%d+%02d:%02d:%02d" % (days, hours, mins, s)
+    elif hours:
+        out += "%02d:%02d:%02d" % (hours, mins, s)
+    elif mins:
+        out += "%02d:%02d" % (mins, s)
+    else:
+        out += "%02d" % s
+    return out
+
+
+def quote_string(s: str) -> str:
+    """A string literal in ClassAd syntax (escaping what the parser would otherwise read)."""
+    out = ['"']
+    for ch in s:
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def value_text(v: Value) -> str:
+    """The ClassAd literal text of any value (what ``unparse`` of a literal gives)."""
+    t = type(v)
+    if t is str:
+        return quote_string(v)
+    if t is bool:
+        return "true" if v else "false"
+    if t is int:
+        return str(v)
+    if t is float:
+        return real_text(v)
+    if t is list:
+        if not v:
+            return "{  }"
+        return "{ " + ",".join(value_text(x) for x in v) + " }"
+    if v is UNDEFINED:
+        return "undefined"
+    if v is ERROR:
+        return "error"
+    if t is AbsTime:
+        return 'absTime("%s")' % abstime_text(v)
+    if t is RelTime:
+        return 'relTime("%s")' % reltime_text(v)
+    # A record: the lead's unparser knows how to write one.
+    from . import unparse as _unparse_mod  # noqa: WPS433 (import cycle avoidance)
+
+    fn = getattr(_unparse_mod, "unparse_value", None) or getattr(_unparse_mod, "unparse")
+    return fn(v)
+
+
+def to_string(v: Value) -> Value:
+    """``string(v)``: the string form of a value, UNDEFINED/ERROR passed through."""
+    t = type(v)
+    if t is str:
+        return v
+    if t is bool:
+        return "true" if v else "false"
+    if t is int:
+        return str(v)
+    if t is float:
+        return real_text(v)
+    if v is UNDEFINED or v is ERROR:
+        return v
+    if t is AbsTime:
+        return abstime_text(v)
+    if t is RelTime:
+        return reltime_text(v)
+    return value_text(v)
+
+
+# --------------------------------------------------------------------------------------------
+# Numbers from text, as the C library reads them
+# --------------------------------------------------------------------------------------------
+
+_DEC_FLOAT = re.compile(
+    r"[ \t\n\v\f\r]*([+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?))")
+_HEX_FLOAT = re.compile(
+    r"[ \t\n\v\f\r]*([+-]?)0[xX]((?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?\d+)?)")
+_INF_NAN = re.compile(r"[ \t\n\v\f\r]*([+-]?)(infinity|inf|nan(?:\([0-9A-Za-z_]*\))?)", re.I)
+
+
+def strtod_prefix(s: str) -> tuple[float, int] | None:
+    """Parse the longest number prefix as C ``strtod`` does: (value, characters used) or None."""
+    m = _HEX_FLOAT.match(s)
+    if m:
+        body = m.group(2)
+        if "p" not in body and "P" not in body:
+            body += "p0"
+        try:
+            val = float.fromhex(body)
+        except (ValueError, OverflowError):
+            val = math.inf
+        return (-val if m.group(1) == "-" else val), m.end()
+    m = _INF_NAN.match(s)
+    if m:
+        word = m.group(2).lower()
+        val = math.nan if word.startswith("nan") else math.inf
+        return (-val if m.group(1) == "-" else val), m.end()
+    m = _DEC_FLOAT.match(s)
+    if m:
+        try:
+            return float(m.group(1)), m.end()
+        except OverflowError:  # pragma: no cover - float() gives inf instead
+            return math.inf, m.end()
+    return None
+
+
+def to_int(v: Value) -> Value:
+    """``int(v)``: truncating conversion; strings read as C ``strtod`` reads them."""
+    t = type(v)
+    if t is int:
+        return v
+    if t is bool:
+        return 1 if v else 0
+    if t is float:
+        return real_to_int(v)
+    if t is str:
+        r = strtod_prefix(v)
+        if r is None:
+            return ERROR
+        return real_to_int(r[0])
+    if v is UNDEFINED:
+        return UNDEFINED
+    if t is AbsTime or t is RelTime:
+        return real_to_int(float(v.secs))
+    return ERROR
+
+
+def to_real(v: Value) -> Value:
+    """``real(v)``: conversion to a real; strings read as C ``strtod`` reads them."""
+    t = type(v)
+    if t is float:
+        return v
+    if t is int or t is bool:
+        return float(v)
+    if t is str:
+        r = strtod_prefix(v)
+        if r is None:
+            return ERROR
+        return r[0]
+    if v is UNDEFINED:
+        return UNDEFINED
+    if t is AbsTime or t is RelTime:
+        return float(v.secs)
+    return ERROR
+
+
+# --------------------------------------------------------------------------------------------
+# Comparison operators, as the evaluator applies them to two values
+# --------------------------------------------------------------------------------------------
+
+def _ci_bytes(s: str) -> bytes:
+    """A string folded the way C ``strcasecmp`` folds it (ASCII letters only)."""
+    return s.encode("utf-8", "surrogateescape").lower()
+
+
+def _cmp_values(op: str, a: Value, b: Value) -> Value:
+    """Relational/equality operators (``< <= == != >= >``) on two values, strict in both."""
+    if a is ERROR or b is ERROR:
+        return ERROR
+    if a is UNDEFINED or b is UNDEFINED:
+        return UNDEFINED
+    ta, tb = type(a), type(b)
+    if ta in _NUMBER_TYPES and tb in _NUMBER_TYPES:
+        x, y = a, b
+    elif ta is str and tb is str:
+        x, y = _ci_bytes(a), _ci_bytes(b)
+    elif ta is AbsTime and tb is AbsTime:
+        x, y = a.secs, b.secs
+    elif ta is RelTime and tb is RelTime:
+        x, y = a.secs, b.secs
+    else:
+        return ERROR
+    if op == "==":
+        return x == y
+    if op == "!=":
+        return x != y
+    if op == "<":
+        return x < y
+    if op == "<=":
+        return x <= y
+    if op == ">":
+        return x > y
+    return x >= y
+
+
+def identical(a: Value, b: Value) -> Value:
+    """The ``=?=`` operator: same type and same value (strings case-sensitively)."""
+    ta, tb = type(a), type(b)
+    if ta is list or tb is list:
+        return ERROR
+    if ta is not tb:
+        if a is UNDEFINED or a is ERROR or b is UNDEFINED or b is ERROR:
+            return False
+        from .values import is_classad
+
+        if is_classad(a) or is_classad(b):
+            return a is b if (is_classad(a) and is_classad(b)) else False
+        return False
+    if ta is float:
+        return a == b or (a != a and b != b)
+    if ta in (int, bool, str, AbsTime, RelTime):
+        return a == b
+    if a is b:
+        return True
+    return a is b
+
+
+def compare(op: str, a: Value, b: Value) -> Value:
+    """Apply a comparison operator by its ClassAd spelling."""
+    if op == "is" or op == "=?=":
+        return identical(a, b)
+    if op == "isnt" or op == "=!=":
+        r = identical(a, b)
+        return r if r is ERROR else not r
+    return _cmp_values(op, a, b)
+
+
+# --------------------------------------------------------------------------------------------
+# Misc
+# --------------------------------------------------------------------------------------------
+
+def c_div(a: int, b: int) -> int:
+    """C integer division (truncates towards zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def to_bytes(s: str) -> bytes:
+    """UTF-8 bytes of a string (HTCondor strings are byte strings)."""
+    return s.encode("utf-8", "surrogateescape")
+
+
+def from_bytes(b: bytes) -> str:
+    """Back from bytes; a cut through a multibyte character survives as surrogate escapes."""
+    return b.decode("utf-8", "surrogateescape")
+
+
+__all__ = [
+    "ERROR", "UNDEFINED", "AbsTime", "RelTime", "wrap_int", "real_to_int",
+    "real_text", "abstime_text", "reltime_text", "value_text", "quote_string", "to_string",
+    "strtod_prefix", "to_int", "to_real", "compare", "identical", "c_div", "to_bytes",
+    "from_bytes", "Value", "Node", "Function",
+]

@@ -1,0 +1,290 @@
+"""Turning trees and values back into ClassAd text.
+
+:func:`unparse_node` gives the canonical new-syntax text: parsing it again yields an expression that
+means the same (reals are written with every digit they need). :func:`unparse_old` gives the old
+one-attribute-a-line form that ``condor_status -l`` prints, with HTCondor's compact real format.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Iterator
+
+from .ast import AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp
+from .parser import BINARY_PRECEDENCE
+from .values import ERROR, UNDEFINED, AbsTime, RelTime
+
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_RESERVED = {"true", "false", "undefined", "error", "is", "isnt"}
+
+_COND_PREC = 1
+_UNARY_PREC = 13
+_POSTFIX_PREC = 14
+_ATOM_PREC = 15
+
+
+def quote_name(name: str) -> str:
+    """An attribute name as it must be written: bare when it is an identifier, else in single quotes."""
+    if _IDENT_RE.match(name) and name.lower() not in _RESERVED:
+        return name
+    return "'" + name.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+_STR_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r", "\b": "\\b", "\f": "\\f", "\v": "\\v", "\a": "\\a"}
+_NEEDS_ESCAPE = re.compile(r'[\\"\x00-\x1f\x7f]')
+
+
+def quote_string(s: str) -> str:
+    """A string literal in new syntax."""
+    if not _NEEDS_ESCAPE.search(s):
+        return '"' + s + '"'
+
+    def esc(m: re.Match[str]) -> str:
+        c = m.group()
+        return _STR_ESCAPES.get(c) or "\\%03o" % ord(c)
+
+    return '"' + _NEEDS_ESCAPE.sub(esc, s) + '"'
+
+
+def quote_string_old(s: str) -> str:
+    """A string literal in the old syntax, where only the double quote is escaped."""
+    return '"' + s.replace('"', '\\"') + '"'
+
+
+def format_real(f: float) -> str:
+    """A real as canonical text that reads back as the same number."""
+    if f != f:
+        return 'real("NaN")'
+    if f == math.inf:
+        return 'real("INF")'
+    if f == -math.inf:
+        return '-real("INF")'
+    r = repr(f)
+    if "e" in r and "." not in r.split("e")[0]:
+        mant, exp = r.split("e")
+        r = f"{mant}.0e{exp}"
+    return r
+
+
+def format_real_old(f: float) -> str:
+    """A real as HTCondor prints it in ads: 15 significant digits, always with a point or exponent."""
+    if f != f:
+        return 'real("NaN")'
+    if f == math.inf:
+        return 'real("INF")'
+    if f == -math.inf:
+        return '-real("INF")'
+    s = "%.15G" % f
+    if "." not in s and "E" not in s:
+        s += ".0"
+    return s
+
+
+def _abstime_text(t: AbsTime) -> str:
+    import time as _time
+
+    secs = t.secs
+    off = t.offset
+    try:
+        tm = _time.gmtime(secs + off)
+    except (OverflowError, OSError, ValueError):
+        return f"absTime({secs!r})"
+    sign = "+" if off >= 0 else "-"
+    a = abs(off)
+    return 'absTime("%04d-%02d-%02dT%02d:%02d:%02d%s%02d:%02d")' % (
+        tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, sign, a // 3600, (a % 3600) // 60,
+    )
+
+
+def _reltime_text(t: RelTime) -> str:
+    secs = t.secs
+    if secs == int(secs):
+        return f"relTime({int(secs)})"
+    return f"relTime({format_real(float(secs))})"
+
+
+def format_value(v: Any, old: bool = False) -> str:
+    """A value in ClassAd literal syntax: ``undefined``, ``error``, ``"str"``, ``3``, ``2.5``, ``true``,
+    ``{ 1,2 }``, ``[ a = 1 ]``."""
+    t = type(v)
+    if t is bool:
+        return "true" if v else "false"
+    if t is int:
+        return str(v)
+    if t is float:
+        return format_real_old(v) if old else format_real(v)
+    if t is str:
+        return quote_string_old(v) if old else quote_string(v)
+    if v is UNDEFINED:
+        return "undefined"
+    if v is ERROR:
+        return "error"
+    if t is list:
+        if not v:
+            return "{ }"
+        return "{ " + ",".join(format_value(x, old) for x in v) + " }"
+    if t is AbsTime:
+        return _abstime_text(v)
+    if t is RelTime:
+        return _reltime_text(v)
+    from .ad import ClassAd
+
+    if isinstance(v, ClassAd):
+        return _record_text([(v._names[k], n) for k, n in v._attrs.items()], old)
+    return str(v)
+
+
+def _record_text(attrs: list[tuple[str, Node]], old: bool) -> str:
+    if not attrs:
+        return "[ ]"
+    return "[ " + "; ".join(f"{quote_name(name)} = {_unparse(n, 0, old)}" for name, n in attrs) + " ]"
+
+
+def _prec(node: Node) -> int:
+    t = type(node)
+    if t is BinaryOp:
+        return BINARY_PRECEDENCE[node.op]
+    if t is Conditional:
+        return _COND_PREC
+    if t is UnaryOp:
+        return _UNARY_PREC
+    if t is Literal:
+        v = node.value
+        if (type(v) is int or type(v) is float) and (v < 0 or (type(v) is float and (v != v or math.isinf(v)))):
+            return _UNARY_PREC
+        return _ATOM_PREC
+    if t is AttrRef and node.base is not None or t is Subscript:
+        return _POSTFIX_PREC
+    return _ATOM_PREC
+
+
+def _wrap(node: Node, min_prec: int, old: bool) -> str:
+    s = _unparse(node, min_prec, old)
+    return f"({s})" if _prec(node) < min_prec else s
+
+
+def _unparse(node: Node, min_prec: int, old: bool) -> str:
+    t = type(node)
+    if t is Literal:
+        return format_value(node.value, old)
+    if t is AttrRef:
+        if node.base is None:
+            return ("." if node.absolute else "") + quote_name(node.name)
+        base = node.base
+        if type(base) is Literal and type(base.value) in (int, float):
+            return f"({_unparse(base, 0, old)}).{quote_name(node.name)}"
+        return f"{_wrap(base, _POSTFIX_PREC, old)}.{quote_name(node.name)}"
+    if t is BinaryOp:
+        p = BINARY_PRECEDENCE[node.op]
+        op = node.op
+        return f"{_wrap(node.left, p, old)} {op} {_wrap(node.right, p + 1, old)}"
+    if t is UnaryOp:
+        inner = _wrap(node.operand, _UNARY_PREC, old)
+        if node.op in "-+" and (inner.startswith(node.op) or (type(node.operand) is Literal and node.op == "-")):
+            inner = f"({inner})" if not inner.startswith("(") else inner
+        return f"{node.op}{inner}"
+    if t is Conditional:
+        cond = _wrap(node.cond, _COND_PREC + 1, old)
+        if node.then is None:
+            return f"{cond} ?: {_wrap(node.other, _COND_PREC, old)}"
+        return f"{cond} ? {_wrap(node.then, _COND_PREC, old)} : {_wrap(node.other, _COND_PREC, old)}"
+    if t is Paren:
+        return f"({_unparse(node.inner, 0, old)})"
+    if t is Subscript:
+        base = node.base
+        if type(base) is Literal and type(base.value) in (int, float):
+            return f"({_unparse(base, 0, old)})[{_unparse(node.index, 0, old)}]"
+        return f"{_wrap(base, _POSTFIX_PREC, old)}[{_unparse(node.index, 0, old)}]"
+    if t is Call:
+        return f"{node.name}(" + ",".join(_unparse(a, 0, old) for a in node.args) + ")"
+    if t is ListExpr:
+        if not node.items:
+            return "{ }"
+        return "{ " + ",".join(_unparse(a, 0, old) for a in node.items) + " }"
+    if t is RecordExpr:
+        return _record_text(node.attrs, old)
+    return f"<{t.__name__}>"
+
+
+def unparse_node(node: Node) -> str:
+    """Canonical new-syntax text of a tree."""
+    return _unparse(node, 0, False)
+
+
+def unparse(e: Any) -> str:
+    """Canonical new-syntax text of an :class:`Expr`, a tree, a ClassAd or a value."""
+    from .ad import ClassAd, Expr
+
+    if isinstance(e, Expr):
+        return unparse_node(e.node)
+    if isinstance(e, Node):
+        return unparse_node(e)
+    if isinstance(e, ClassAd):
+        return unparse_ad(e)
+    return format_value(e)
+
+
+def unparse_ad(ad: Any) -> str:
+    """A ClassAd in new syntax on one line: ``[ a = 1; b = "x" ]``."""
+    return _record_text([(ad._names[k], n) for k, n in ad._attrs.items()], False)
+
+
+def unparse_old(ad: Any, sort: bool = False) -> str:
+    """A ClassAd in the old syntax: one ``Name = expr`` a line, as ``condor_status -l`` prints it."""
+    items = [(ad._names[k], n) for k, n in ad._attrs.items()]
+    if sort:
+        items.sort(key=lambda kv: kv[0].lower())
+    return "".join(f"{name} = {_unparse(n, 0, True)}\n" for name, n in items)
+
+
+def iter_nodes(node: Node) -> Iterator[Node]:
+    """Every node of a tree, parents before children."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        t = type(n)
+        if t is BinaryOp:
+            stack += (n.right, n.left)
+        elif t is UnaryOp:
+            stack.append(n.operand)
+        elif t is Paren:
+            stack.append(n.inner)
+        elif t is Conditional:
+            stack.append(n.other)
+            if n.then is not None:
+                stack.append(n.then)
+            stack.append(n.cond)
+        elif t is Subscript:
+            stack += (n.index, n.base)
+        elif t is AttrRef and n.base is not None:
+            stack.append(n.base)
+        elif t is Call:
+            stack += reversed(n.args)
+        elif t is ListExpr:
+            stack += reversed(n.items)
+        elif t is RecordExpr:
+            stack += reversed([e for _, e in n.attrs])
+
+
+def references(node: Node) -> set[str]:
+    """Names of the attributes a tree refers to: unscoped names, and ``MY.x``/``TARGET.x`` as ``x``."""
+    out: set[str] = set()
+    for n in iter_nodes(node):
+        if type(n) is AttrRef:
+            if n.base is None:
+                if n.lname not in ("my", "target", "self", "parent", "toplevel", "root", "other", "ad"):
+                    out.add(n.name)
+            elif type(n.base) is AttrRef and n.base.base is None and n.base.lname in ("my", "target"):
+                out.add(n.name)
+    return out
+
+
+def target_references(node: Node) -> set[str]:
+    """Names referred to as ``TARGET.x``."""
+    out: set[str] = set()
+    for n in iter_nodes(node):
+        if type(n) is AttrRef and n.base is not None and type(n.base) is AttrRef and n.base.base is None and n.base.lname == "target":
+            out.add(n.name)
+    return out
