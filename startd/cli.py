@@ -29,27 +29,37 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace], int]]]:
+def _load(name: str) -> tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]:
+    module = importlib.import_module(COMMANDS[name][0])
+    key = name.replace("-", "_")
+    add = getattr(module, f"add_{key}_arguments", None) or getattr(module, "add_arguments")
+    run = getattr(module, f"run_{key}", None) or getattr(module, "run")
+    return add, run
+
+
+def build_parser(selected: str | None = None) -> tuple[argparse.ArgumentParser, Callable[[argparse.Namespace], int] | None]:
+    """The argument parser. Only the selected command's module is imported (start-up stays fast)."""
     parser = _Parser(prog="startd", description="An HTCondor execution-point daemon (condor_startd emulator).")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    runners: dict[str, Callable[[argparse.Namespace], int]] = {}
-    for name, (module_path, help_text) in COMMANDS.items():
-        module = importlib.import_module(module_path)
+    runner = None
+    for name, (_, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        key = name.replace("-", "_")
-        getattr(module, f"add_{key}_arguments", getattr(module, "add_arguments", None))(p)
-        runners[name] = getattr(module, f"run_{key}", getattr(module, "run", None))
-    return parser, runners
+        if name == selected:
+            add, runner = _load(name)
+            add(p)
+    return parser, runner
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser, runners = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    selected = next((a for a in argv if not a.startswith("-")), None)
+    parser, runner = build_parser(selected if selected in COMMANDS else None)
     args = parser.parse_args(argv)
-    if not args.command:
+    if not args.command or runner is None:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return runners[args.command](args)
+        return runner(args)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

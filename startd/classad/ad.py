@@ -8,7 +8,7 @@ from typing import Any, Callable
 from . import evaluate as _evaluate
 from .ast import AttrRef, ListExpr, Literal, Node, RecordExpr
 from .evaluate import EvalState, evaluate_node
-from .parser import ClassAdSyntaxError, Parser, _check_text, iter_old_lines, parse_node, parse_old_line
+from .parser import ClassAdSyntaxError, Parser, _check_text, _precise, iter_old_lines, parse_node, parse_old_line
 from .values import ERROR, UNDEFINED, AbsTime, RelTime
 
 
@@ -278,22 +278,32 @@ def parse_ad(text: str | bytes, *, source: str = "") -> ClassAd:
     text = _check_text(text)
     stripped = text.lstrip()
     if stripped.startswith("["):
-        p = Parser(text, source=source)
-        t = p.next()
-        node = p.record_body()
-        if p.peek().kind != "eof":
-            raise p.error("unexpected text after the end of the ad")
+
+        def parse(precise: bool) -> RecordExpr:
+            p = Parser(text, source=source, precise=precise)
+            p.next()
+            rec = p.record_body()
+            if p.peek()[0] != "eof":
+                raise p.error("unexpected text after the end of the ad")
+            return rec
+
+        node = _precise(parse)
         ad = ClassAd()
         for name, expr in node.attrs:
             ad._attrs[name.lower()] = expr
             ad._names[name.lower()] = name
-        _adopt_records(ad)
         return ad
     ad = ClassAd()
-    for no, line in iter_old_lines(text):
+    attrs = ad._attrs
+    names = ad._names
+    for no, line in enumerate(text.split("\n"), 1):
+        s = line.strip()
+        if not s or s[0] == "#" or s.startswith("//"):
+            continue
         name, expr = parse_old_line(line, no, source)
-        ad._attrs[name.lower()] = expr
-        ad._names[name.lower()] = name
+        lname = name.lower()
+        attrs[lname] = expr
+        names[lname] = name
     return ad
 
 
@@ -301,11 +311,17 @@ def parse_ads(text: str | bytes, *, source: str = "") -> list[ClassAd]:
     """Parse a sequence of ads: new-syntax records one after another, or old-syntax ads separated by blank lines."""
     text = _check_text(text)
     if text.lstrip().startswith("["):
-        p = Parser(text, source=source)
+
+        def parse(precise: bool) -> list[RecordExpr]:
+            p = Parser(text, source=source, precise=precise)
+            recs = []
+            while p.peek()[0] != "eof":
+                p.expect_op("[")
+                recs.append(p.record_body())
+            return recs
+
         ads = []
-        while p.peek().kind != "eof":
-            p.expect_op("[")
-            node = p.record_body()
+        for node in _precise(parse):
             ad = ClassAd()
             for name, expr in node.attrs:
                 ad._attrs[name.lower()] = expr
@@ -330,8 +346,3 @@ def parse_ads(text: str | bytes, *, source: str = "") -> list[ClassAd]:
         else:
             block.append(line)
     return ads
-
-
-def _adopt_records(ad: ClassAd) -> None:
-    """Nothing to do: record constructors take their enclosing scope when evaluated."""
-    return None

@@ -42,7 +42,7 @@ class Literal(Node):
     __slots__ = ("value",)
 
     def __init__(self, value: Any) -> None:
-        super().__init__()
+        self._ev = None
         self.value = value
 
 
@@ -52,7 +52,7 @@ class AttrRef(Node):
     __slots__ = ("name", "lname", "base", "absolute")
 
     def __init__(self, name: str, base: Node | None = None, absolute: bool = False) -> None:
-        super().__init__()
+        self._ev = None
         self.name = name
         self.lname = name.lower()
         self.base = base
@@ -65,7 +65,7 @@ class UnaryOp(Node):
     __slots__ = ("op", "operand")
 
     def __init__(self, op: str, operand: Node) -> None:
-        super().__init__()
+        self._ev = None
         self.op = op
         self.operand = operand
 
@@ -76,7 +76,7 @@ class BinaryOp(Node):
     __slots__ = ("op", "left", "right")
 
     def __init__(self, op: str, left: Node, right: Node) -> None:
-        super().__init__()
+        self._ev = None
         self.op = op
         self.left = left
         self.right = right
@@ -88,7 +88,7 @@ class Conditional(Node):
     __slots__ = ("cond", "then", "other")
 
     def __init__(self, cond: Node, then: Node | None, other: Node) -> None:
-        super().__init__()
+        self._ev = None
         self.cond = cond
         self.then = then
         self.other = other
@@ -100,7 +100,7 @@ class Paren(Node):
     __slots__ = ("inner",)
 
     def __init__(self, inner: Node) -> None:
-        super().__init__()
+        self._ev = None
         self.inner = inner
 
 
@@ -110,7 +110,7 @@ class Subscript(Node):
     __slots__ = ("base", "index")
 
     def __init__(self, base: Node, index: Node) -> None:
-        super().__init__()
+        self._ev = None
         self.base = base
         self.index = index
 
@@ -121,7 +121,7 @@ class Call(Node):
     __slots__ = ("name", "lname", "args")
 
     def __init__(self, name: str, args: list[Node]) -> None:
-        super().__init__()
+        self._ev = None
         self.name = name
         self.lname = name.lower()
         self.args = args
@@ -133,7 +133,7 @@ class ListExpr(Node):
     __slots__ = ("items",)
 
     def __init__(self, items: list[Node]) -> None:
-        super().__init__()
+        self._ev = None
         self.items = items
 
 
@@ -143,5 +143,5 @@ class RecordExpr(Node):
     __slots__ = ("attrs",)
 
     def __init__(self, attrs: list[tuple[str, Node]]) -> None:
-        super().__init__()
+        self._ev = None
         self.attrs = attrs

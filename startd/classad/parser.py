@@ -35,10 +35,27 @@ class ClassAdSyntaxError(ValueError):
             excerpt = excerpt[lo : lo + 80]
         where = f"{source}:" if source else ""
         super().__init__(f"{where}line {line}, column {col}: {message}: {excerpt!r}")
+        self.pos = pos
         self.line = line
         self.column = col
         self.excerpt = excerpt
         self.reason = message
+
+
+class _Reparse(ClassAdSyntaxError):
+    """Raised inside a fast parse that found an error; the text is parsed again with positions."""
+
+    def __init__(self, message: str) -> None:
+        ValueError.__init__(self, message)
+        self.reason = message
+
+
+def _precise(make: Any) -> Any:
+    """Run ``make(precise)``; when the fast attempt fails, run it again precisely for the error."""
+    try:
+        return make(False)
+    except _Reparse:
+        return make(True)
 
 
 # --- lexer -------------------------------------------------------------------------------------
@@ -46,14 +63,13 @@ class ClassAdSyntaxError(ValueError):
 _TOKEN_RE = re.compile(
     r"""
     (?P<ws>[ \t\r\n\f\v]+|//[^\n]*|/\*.*?\*/|\#[^\n]*)
-  | (?P<real>(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)
-  | (?P<hex>0[xX][0-9a-fA-F]+)
-  | (?P<oct>0[0-7]*)
-  | (?P<int>[1-9]\d*)
   | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<str>")
-  | (?P<qname>')
+  | (?P<real>(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)
+  | (?P<int>[1-9]\d*|0[xX][0-9a-fA-F]+|0[0-7]*)
   | (?P<op>>>>|=\?=|=!=|<<|>>|<=|>=|==|!=|&&|\|\||\?:|[-+*/%<>=!~&|^?:.,;()\[\]{}])
+  | (?P<str>"(?:[^"\\]|\\.)*")
+  | (?P<qname>'(?:[^'\\]|\\.)*')
+  | (?P<bad>.)
     """,
     re.VERBOSE | re.DOTALL,
 )
@@ -77,16 +93,7 @@ def _int_literal(text: str, negative: bool = False) -> int:
     return v
 
 
-class Token:
-    __slots__ = ("kind", "value", "pos")
-
-    def __init__(self, kind: str, value: Any, pos: int) -> None:
-        self.kind = kind  # 'num', 'str', 'name', 'qname', 'op', 'kw', 'eof'
-        self.value = value
-        self.pos = pos
-
-    def __repr__(self) -> str:
-        return f"Token({self.kind}, {self.value!r}, {self.pos})"
+Token = tuple  # (kind, value, position); kind is one of int real str name qname op kw eof
 
 
 def _read_string(text: str, pos: int, quote: str, old: bool) -> tuple[str, int]:
@@ -140,48 +147,93 @@ def _read_string(text: str, pos: int, quote: str, old: bool) -> tuple[str, int]:
             i = j + 2
 
 
-def tokenize(text: str, old: bool = False) -> list[Token]:
-    """Split ``text`` into tokens; raise :class:`ClassAdSyntaxError` at the first bad character."""
-    toks: list[Token] = []
-    pos = 0
-    n = len(text)
-    match = _TOKEN_RE.match
+def tokenize(text: str, old: bool = False) -> list[tuple[str, Any, int]]:
+    """Split ``text`` into (kind, value, position) tokens; raise :class:`ClassAdSyntaxError` at the
+    first bad character."""
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise ClassAdSyntaxError("NUL character", text, nul)
+    toks: list[tuple[str, Any, int]] = []
     append = toks.append
-    while pos < n:
-        m = match(text, pos)
-        if m is None:
-            ch = text[pos]
-            if ch == "\x00":
-                raise ClassAdSyntaxError("NUL character", text, pos)
-            raise ClassAdSyntaxError(f"unexpected character {ch!r}", text, pos)
+    keywords = _KEYWORDS
+    word_ops = _WORD_OPS
+    for m in _TOKEN_RE.finditer(text):
         kind = m.lastgroup
-        end = m.end()
         if kind == "ws":
-            if text.startswith("/*", pos) and not text.endswith("*/", pos, end):
-                raise ClassAdSyntaxError("unterminated comment", text, pos)
-        elif kind == "name":
+            continue
+        if kind == "name":
             word = m.group()
             lw = word.lower()
-            if lw in _KEYWORDS:
-                append(Token("kw", _KEYWORDS[lw], pos))
-            elif lw in _WORD_OPS:
-                append(Token("op", _WORD_OPS[lw], pos))
+            if lw in keywords:
+                append(("kw", keywords[lw], m.start()))
+            elif lw in word_ops:
+                append(("op", word_ops[lw], m.start()))
             else:
-                append(Token("name", word, pos))
-        elif kind == "op":
-            append(Token("op", m.group(), pos))
-        elif kind == "int" or kind == "oct" or kind == "hex":
-            append(Token("int", m.group(), pos))
-        elif kind == "real":
-            append(Token("real", m.group(), pos))
+                append(("name", word, m.start()))
+        elif kind == "op" or kind == "int" or kind == "real":
+            append((kind, m.group(), m.start()))
         elif kind == "str":
-            s, end = _read_string(text, end, '"', old)
-            append(Token("str", s, pos))
+            raw = m.group()
+            pos = m.start()
+            if "\\" in raw:
+                append(("str", _read_string(text, pos + 1, '"', old)[0], pos))
+            else:
+                append(("str", raw[1:-1], pos))
         elif kind == "qname":
-            s, end = _read_string(text, end, "'", False)
-            append(Token("qname", s, pos))
-        pos = end
-    append(Token("eof", None, n))
+            pos = m.start()
+            append(("qname", _read_string(text, pos + 1, "'", False)[0], pos))
+        else:
+            pos = m.start()
+            ch = m.group()
+            if ch == '"' or ch == "'":
+                raise ClassAdSyntaxError("unterminated string", text, pos)
+            if text.startswith("/*", pos):
+                raise ClassAdSyntaxError("unterminated comment", text, pos)
+            raise ClassAdSyntaxError(f"unexpected character {ch!r}", text, pos)
+    toks.append(("eof", None, len(text)))
+    return toks
+
+
+_FAST_RE = re.compile(
+    r"""[ \t\r\n\f\v]+|//[^\n]*|/\*.*?\*/|\#[^\n]*
+  | ([A-Za-z_][A-Za-z0-9_]*)
+  | ((?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)
+  | ([1-9]\d*|0[xX][0-9a-fA-F]+|0[0-7]*)
+  | (>>>|=\?=|=!=|<<|>>|<=|>=|==|!=|&&|\|\||\?:|[-+*/%<>=!~&|^?:.,;()\[\]{}])
+  | ("[^"\\]*")
+  | (.)
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+
+
+def tokenize_fast(text: str) -> list[tuple[str, Any, int]] | None:
+    """Tokens without positions for the common, error-free text; None when anything is unusual
+    (escapes, quoted names, a bad character), in which case :func:`tokenize` does the careful work."""
+    toks: list[tuple[str, Any, int]] = []
+    append = toks.append
+    keywords = _KEYWORDS
+    word_ops = _WORD_OPS
+    for name, real, integer, op, string, bad in _FAST_RE.findall(text):
+        if op:
+            append(("op", op, 0))
+        elif name:
+            lw = name.lower()
+            if lw in keywords:
+                append(("kw", keywords[lw], 0))
+            elif lw in word_ops:
+                append(("op", word_ops[lw], 0))
+            else:
+                append(("name", name, 0))
+        elif integer:
+            append(("int", integer, 0))
+        elif string:
+            append(("str", string[1:-1], 0))
+        elif real:
+            append(("real", real, 0))
+        elif bad:
+            return None
+    toks.append(("eof", None, 0))
     return toks
 
 
@@ -207,141 +259,153 @@ _UNARY = {"-", "+", "!", "~"}
 
 
 class Parser:
-    def __init__(self, text: str, old: bool = False, line_offset: int = 0, source: str = "") -> None:
+    """Recursive-descent parser; binary operators by precedence climbing."""
+
+    def __init__(self, text: str, old: bool = False, line_offset: int = 0, source: str = "", precise: bool = False) -> None:
         self.text = text
         self.line_offset = line_offset
         self.source = source
+        self.precise = False
+        fast = None if precise or (old and "\\" in text) or "\x00" in text else tokenize_fast(text)
+        if fast is not None:
+            self.toks = fast
+            self.i = 0
+            self.depth = 0
+            return
+        self.precise = True
         try:
             self.toks = tokenize(text, old)
         except ClassAdSyntaxError as e:
             if line_offset or source:
-                raise ClassAdSyntaxError(e.reason, text, self._pos_of(e), line_offset=line_offset, source=source) from None
+                raise ClassAdSyntaxError(e.reason, text, e.pos, line_offset=line_offset, source=source) from None
             raise
         self.i = 0
         self.depth = 0
 
-    def _pos_of(self, e: ClassAdSyntaxError) -> int:
-        # recompute the offset of a lexer error from its line/column
-        lines = self.text.split("\n")
-        return sum(len(x) + 1 for x in lines[: e.line - 1]) + e.column - 1
-
-    def error(self, message: str, tok: Token | None = None) -> ClassAdSyntaxError:
+    def error(self, message: str, tok: tuple[str, Any, int] | None = None) -> ClassAdSyntaxError:
+        if not self.precise:
+            # The fast tokens carry no positions: signal the caller to parse again precisely.
+            return _Reparse(message)
         tok = tok or self.toks[self.i]
-        return ClassAdSyntaxError(message, self.text, tok.pos, line_offset=self.line_offset, source=self.source)
+        return ClassAdSyntaxError(message, self.text, tok[2], line_offset=self.line_offset, source=self.source)
 
-    def peek(self) -> Token:
+    def peek(self) -> tuple[str, Any, int]:
         return self.toks[self.i]
 
-    def next(self) -> Token:
+    def next(self) -> tuple[str, Any, int]:
         t = self.toks[self.i]
         self.i += 1
         return t
 
-    def expect_op(self, op: str) -> Token:
+    def _tok_text(self, t: tuple[str, Any, int]) -> str:
+        if t[0] == "eof":
+            return "end of text"
+        k = self.toks.index(t)
+        nxt = self.toks[k + 1][2] if k + 1 < len(self.toks) else len(self.text)
+        return self.text[t[2] : nxt].strip() or str(t[1])
+
+    def expect_op(self, op: str) -> None:
         t = self.toks[self.i]
-        if t.kind != "op" or t.value != op:
-            found = "end of text" if t.kind == "eof" else repr(self._tok_text(t))
+        if t[0] != "op" or t[1] != op:
+            found = "end of text" if t[0] == "eof" else repr(self._tok_text(t))
             raise self.error(f"expected {op!r}, found {found}", t)
         self.i += 1
-        return t
-
-    def _tok_text(self, t: Token) -> str:
-        nxt = self.toks[self.toks.index(t) + 1].pos if t.kind != "eof" else len(self.text)
-        return self.text[t.pos : nxt].strip() or str(t.value)
 
     def at_op(self, op: str) -> bool:
         t = self.toks[self.i]
-        return t.kind == "op" and t.value == op
+        return t[0] == "op" and t[1] == op
 
     def parse_whole_expr(self) -> Node:
         node = self.expr()
-        t = self.peek()
-        if t.kind != "eof":
+        t = self.toks[self.i]
+        if t[0] != "eof":
             raise self.error(f"unexpected {self._tok_text(t)!r} after the end of the expression", t)
         return node
 
-    # expression := conditional
     def expr(self) -> Node:
+        """expression := binary [ '?' expression ':' expression | '?:' expression ]"""
         self.depth += 1
         if self.depth > MAX_DEPTH:
             raise self.error("expression nested too deeply")
         try:
-            return self.conditional()
+            cond = self.binary(2)
+            t = self.toks[self.i]
+            if t[0] == "op":
+                if t[1] == "?":
+                    self.i += 1
+                    then = self.expr()
+                    self.expect_op(":")
+                    return Conditional(cond, then, self.expr())
+                if t[1] == "?:":
+                    self.i += 1
+                    return Conditional(cond, None, self.expr())
+            return cond
         finally:
             self.depth -= 1
 
-    def conditional(self) -> Node:
-        cond = self.binary(0)
-        t = self.peek()
-        if t.kind == "op":
-            if t.value == "?":
-                self.i += 1
-                then = self.expr()
-                self.expect_op(":")
-                other = self.expr()
-                return Conditional(cond, then, other)
-            if t.value == "?:":
-                self.i += 1
-                other = self.expr()
-                return Conditional(cond, None, other)
-        return cond
-
-    def binary(self, level: int) -> Node:
-        if level >= len(_BINARY_LEVELS):
-            return self.unary()
-        ops = _BINARY_LEVELS[level]
-        left = self.binary(level + 1)
+    def binary(self, min_prec: int) -> Node:
+        toks = self.toks
+        t = toks[self.i]
+        if t[0] == "op" and t[1] in _UNARY:
+            left = self.unary()
+        else:
+            left = self.primary()
+            t = toks[self.i]
+            if t[0] == "op" and (t[1] == "." or t[1] == "["):
+                left = self.postfix(left)
+        prec_of = BINARY_PRECEDENCE.get
         while True:
-            t = self.toks[self.i]
-            if t.kind == "op" and t.value in ops:
-                self.i += 1
-                right = self.binary(level + 1)
-                left = BinaryOp(t.value, left, right)
-            else:
+            t = toks[self.i]
+            if t[0] != "op":
                 return left
+            p = prec_of(t[1])
+            if p is None or p < min_prec:
+                return left
+            self.i += 1
+            left = BinaryOp(t[1], left, self.binary(p + 1))
 
     def unary(self) -> Node:
         t = self.toks[self.i]
-        if t.kind == "op" and t.value in _UNARY:
+        if t[0] == "op" and t[1] in _UNARY:
             self.i += 1
             self.depth += 1
             if self.depth > MAX_DEPTH:
                 raise self.error("expression nested too deeply")
             try:
-                if t.value == "-":
+                if t[1] == "-":
                     nt = self.toks[self.i]
                     # HTCondor folds a minus into the number literal that follows it
-                    if nt.kind == "int" or nt.kind == "real":
+                    if nt[0] == "int" or nt[0] == "real":
                         self.i += 1
-                        lit = self._number(nt, negative=True)
-                        return self.postfix(lit)
+                        return self.postfix(self._number(nt, negative=True))
                 operand = self.unary()
             finally:
                 self.depth -= 1
-            return UnaryOp(t.value, operand)
+            return UnaryOp(t[1], operand)
         return self.postfix(self.primary())
 
-    def _number(self, t: Token, negative: bool = False) -> Literal:
-        if t.kind == "int":
-            return Literal(_int_literal(t.value, negative))
-        v = float(t.value)
+    def _number(self, t: tuple[str, Any, int], negative: bool = False) -> Literal:
+        if t[0] == "int":
+            return Literal(_int_literal(t[1], negative))
+        v = float(t[1])
         return Literal(-v if negative else v)
 
     def postfix(self, node: Node) -> Node:
+        toks = self.toks
         while True:
-            t = self.toks[self.i]
-            if t.kind != "op":
+            t = toks[self.i]
+            if t[0] != "op":
                 return node
-            if t.value == ".":
+            if t[1] == ".":
                 self.i += 1
                 nt = self.next()
-                if nt.kind == "name" or nt.kind == "qname":
-                    node = AttrRef(nt.value, node)
-                elif nt.kind == "kw":
+                if nt[0] == "name" or nt[0] == "qname":
+                    node = AttrRef(nt[1], node)
+                elif nt[0] == "kw":
                     raise self.error("a keyword cannot be an attribute name", nt)
                 else:
                     raise self.error("expected an attribute name after '.'", nt)
-            elif t.value == "[":
+            elif t[1] == "[":
                 self.i += 1
                 idx = self.expr()
                 self.expect_op("]")
@@ -350,14 +414,9 @@ class Parser:
                 return node
 
     def primary(self) -> Node:
-        t = self.next()
-        k = t.kind
-        if k == "int" or k == "real":
-            return self._number(t)
-        if k == "str":
-            return Literal(t.value)
-        if k == "kw":
-            return Literal(t.value)
+        t = self.toks[self.i]
+        self.i += 1
+        k = t[0]
         if k == "name":
             if self.at_op("("):
                 self.i += 1
@@ -368,12 +427,16 @@ class Parser:
                         self.i += 1
                         args.append(self.expr())
                 self.expect_op(")")
-                return Call(t.value, args)
-            return AttrRef(t.value)
+                return Call(t[1], args)
+            return AttrRef(t[1])
+        if k == "int" or k == "real":
+            return self._number(t)
+        if k == "str" or k == "kw":
+            return Literal(t[1])
         if k == "qname":
-            return AttrRef(t.value)
+            return AttrRef(t[1])
         if k == "op":
-            v = t.value
+            v = t[1]
             if v == "(":
                 inner = self.expr()
                 self.expect_op(")")
@@ -388,11 +451,17 @@ class Parser:
                 self.expect_op("}")
                 return ListExpr(items)
             if v == "[":
-                return self.record_body()
+                self.depth += 1
+                if self.depth > MAX_DEPTH:
+                    raise self.error("expression nested too deeply")
+                try:
+                    return self.record_body()
+                finally:
+                    self.depth -= 1
             if v == ".":
                 nt = self.next()
-                if nt.kind == "name" or nt.kind == "qname":
-                    return AttrRef(nt.value, None, absolute=True)
+                if nt[0] == "name" or nt[0] == "qname":
+                    return AttrRef(nt[1], None, absolute=True)
                 raise self.error("expected an attribute name after '.'", nt)
         if k == "eof":
             raise self.error("unexpected end of text", t)
@@ -403,25 +472,25 @@ class Parser:
         attrs: list[tuple[str, Node]] = []
         seen: dict[str, int] = {}
         while True:
-            t = self.peek()
-            if t.kind == "op" and t.value == "]":
+            t = self.toks[self.i]
+            if t[0] == "op" and t[1] == "]":
                 self.i += 1
                 return RecordExpr(attrs)
-            if t.kind not in ("name", "qname"):
+            if t[0] != "name" and t[0] != "qname":
                 raise self.error("expected an attribute name in the record", t)
             self.i += 1
             self.expect_op("=")
             value = self.expr()
-            lname = t.value.lower()
+            lname = t[1].lower()
             if lname in seen:
-                attrs[seen[lname]] = (t.value, value)
+                attrs[seen[lname]] = (t[1], value)
             else:
                 seen[lname] = len(attrs)
-                attrs.append((t.value, value))
-            t = self.peek()
-            if t.kind == "op" and t.value == ";":
+                attrs.append((t[1], value))
+            t = self.toks[self.i]
+            if t[0] == "op" and t[1] == ";":
                 self.i += 1
-            elif not (t.kind == "op" and t.value == "]"):
+            elif not (t[0] == "op" and t[1] == "]"):
                 raise self.error("expected ';' or ']' in the record", t)
 
 
@@ -438,7 +507,8 @@ def _check_text(text: Any) -> str:
 
 def parse_node(text: str | bytes, *, old: bool = False) -> Node:
     """Parse one expression into its tree."""
-    return Parser(_check_text(text), old=old).parse_whole_expr()
+    t = _check_text(text)
+    return _precise(lambda precise: Parser(t, old=old, precise=precise).parse_whole_expr())
 
 
 def iter_old_lines(text: str) -> Iterator[tuple[int, str]]:
@@ -453,16 +523,36 @@ def iter_old_lines(text: str) -> Iterator[tuple[int, str]]:
 _OLD_NAME_RE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*|'(?:[^'\\]|\\.)*')\s*=")
 
 
+_SIMPLE_LINE_RE = re.compile(
+    r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(?:(-?(?:0|[1-9][0-9]{0,17}))|"([^"\\\x00]*)"|(-?[0-9]+\.[0-9]+)|([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee]))\s*\Z'
+)
+
+
 def parse_old_line(line: str, no: int = 1, source: str = "") -> tuple[str, Node]:
     """Parse one ``Name = expr`` line of an old-syntax ad."""
+    m = _SIMPLE_LINE_RE.match(line)
+    if m is not None:
+        # the common case of a plain literal needs no tokenizer
+        i, s, r, b = m.group(2, 3, 4, 5)
+        if i is not None:
+            return m.group(1), Literal(int(i))
+        if s is not None:
+            return m.group(1), Literal(s)
+        if r is not None:
+            return m.group(1), Literal(float(r))
+        return m.group(1), Literal(b.lower() == "true")
     m = _OLD_NAME_RE.match(line)
     if not m or line[m.end() : m.end() + 1] == "=":
         raise ClassAdSyntaxError("expected 'Name = expression'", line, 0, line_offset=no - 1, source=source)
     name = m.group(1)
     if name.startswith("'"):
         name = _read_string(name, 1, "'", False)[0]
-    rest = line[m.end() :]
-    p = Parser(" " * m.end() + rest, old=True, line_offset=no - 1, source=source)
-    if p.peek().kind == "eof":
-        raise p.error(f"attribute {name} has no value")
-    return name, p.parse_whole_expr()
+    padded = " " * m.end() + line[m.end() :]
+
+    def parse(precise: bool) -> Node:
+        p = Parser(padded, old=True, line_offset=no - 1, source=source, precise=precise)
+        if p.peek()[0] == "eof":
+            raise p.error(f"attribute {name} has no value")
+        return p.parse_whole_expr()
+
+    return name, _precise(parse)
