@@ -10,13 +10,20 @@ read digit by digit, out-of-range integer literals becoming 0, and quoted attrib
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any, Iterator
 
 from .ast import AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp
 from .values import ERROR, UNDEFINED, INT64_MAX, INT64_MIN
 
-MAX_DEPTH = 400
+MAX_DEPTH = 1000
 """Deepest nesting of expressions the parser accepts; deeper text is a syntax error, not a crash."""
+
+# Parsing, compiling and evaluating are recursive; CPython 3.11 runs Python-to-Python calls without
+# growing the C stack, so a higher limit than the default 1000 is safe and lets deep (but legal)
+# expressions through.
+if sys.getrecursionlimit() < 20000:
+    sys.setrecursionlimit(20000)
 
 
 class ClassAdSyntaxError(ValueError):
@@ -53,9 +60,12 @@ class _Reparse(ClassAdSyntaxError):
 def _precise(make: Any) -> Any:
     """Run ``make(precise)``; when the fast attempt fails, run it again precisely for the error."""
     try:
-        return make(False)
-    except _Reparse:
-        return make(True)
+        try:
+            return make(False)
+        except _Reparse:
+            return make(True)
+    except RecursionError:
+        raise ClassAdSyntaxError("expression nested too deeply", "", 0) from None
 
 
 # --- lexer -------------------------------------------------------------------------------------
