@@ -1,0 +1,327 @@
+"""The typed view of the configuration that the rest of the daemon reads.
+
+``build_settings(conf)`` (or ``conf.settings()``) turns the knobs the startd uses into pydantic models:
+intervals and timeouts as integers, slot types parsed into resource shares, cron and benchmark jobs,
+hook keywords, backfill. A knob that does not fit its type raises :class:`ConfigError` naming the
+knob and the file:line that set it, e.g. ``x.config:3: UPDATE_INTERVAL: expected an integer, got 'soon'``.
+Policy expressions (START, SUSPEND, ...) are kept as text; the engine parses them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .classad_bridge import bool_value, number_value
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .core import Config
+
+ShareKind = Literal["fraction", "percent", "absolute", "auto"]
+
+# Resource names as slot type definitions may spell them -> the canonical resource.
+RESOURCE_ALIASES = {
+    "c": "cpus", "cpu": "cpus", "cpus": "cpus",
+    "m": "memory", "mem": "memory", "ram": "memory", "memory": "memory",
+    "d": "disk", "disk": "disk",
+    "s": "swap", "swap": "swap", "v": "swap", "virtualmemory": "swap",
+}
+_UNITS = {"": 1, "k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+_DISK_UNITS = {"": 1, "k": 1, "m": 1024, "g": 1024 * 1024, "t": 1024 ** 3}
+
+POLICY_KNOBS = ("START", "SUSPEND", "CONTINUE", "PREEMPT", "KILL", "WANT_SUSPEND", "WANT_VACATE", "RANK",
+                "IS_OWNER", "WANT_HOLD", "WANT_HOLD_REASON", "WANT_HOLD_SUBCODE", "PERIODIC_CHECKPOINT",
+                "MAXJOBRETIREMENTTIME", "MachineMaxVacateTime", "CLAIM_WORKLIFE", "START_BACKFILL",
+                "EVICT_BACKFILL", "SLOT_WEIGHT", "IS_VALID_CHECKPOINT_PLATFORM", "STARTD_NOCLAIM_SHUTDOWN")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Share(_Model):
+    """One resource's share in a slot type: a fraction (``1/4``), a percent (``25%``), an absolute
+    amount (cpus, MB of memory, KB of disk/swap), or ``auto`` (an even split of what is left)."""
+
+    kind: ShareKind
+    value: float | None = None
+
+
+class SlotType(_Model):
+    """``SLOT_TYPE_<N>`` with ``NUM_SLOTS_TYPE_<N>`` and ``SLOT_TYPE_<N>_PARTITIONABLE``."""
+
+    index: int
+    text: str
+    count: int = 0
+    partitionable: bool = False
+    cpus: Share = Share(kind="auto")
+    memory: Share = Share(kind="auto")
+    disk: Share = Share(kind="auto")
+    swap: Share = Share(kind="auto")
+    custom: dict[str, Share] = Field(default_factory=dict)
+
+
+class CronJob(_Model):
+    """A ``STARTD_CRON_<NAME>_*`` or ``BENCHMARKS_<NAME>_*`` job."""
+
+    name: str
+    executable: str | None = None
+    args: str = ""
+    period: int = 0
+    mode: str = "Periodic"
+    prefix: str = ""
+    env: str = ""
+    cwd: str | None = None
+    kill: bool = False
+    reconfig: bool = False
+    reconfig_rerun: bool = False
+    job_load: float = 0.01
+    slots: str = ""
+    metrics: str = ""
+    condition: str | None = None
+
+
+class StartdSettings(_Model):
+    """The startd's knobs, typed. Expressions stay as text in ``policy``."""
+
+    update_interval: int = 300
+    polling_interval: int = 5
+    match_timeout: int = 120
+    alive_interval: int = 300
+    max_claim_alives_missed: int = 6
+    killing_timeout: int = 30
+    machine_max_vacate_time: str = "10 * 60"
+    max_job_retirement_time: str = "0"
+    claim_worklife: int = 1200
+    num_slots: int | None = None
+    num_cpus: int | None = None
+    memory: int | None = None
+    disk: int | None = None
+    reserved_memory: int = 0
+    reserved_disk: int | None = None
+    slot_types: dict[int, SlotType] = Field(default_factory=dict)
+    machine_resources: dict[str, str] = Field(default_factory=dict)
+    startd_attrs: list[str] = Field(default_factory=list)
+    startd_job_attrs: list[str] = Field(default_factory=list)
+    startd_slot_attrs: list[str] = Field(default_factory=list)
+    startd_latch_exprs: list[str] = Field(default_factory=list)
+    enable_backfill: bool = False
+    backfill_system: str | None = None
+    cron_jobs: dict[str, CronJob] = Field(default_factory=dict)
+    benchmarks: dict[str, CronJob] = Field(default_factory=dict)
+    job_hook_keyword: str | None = None
+    slot_job_hook_keywords: dict[int, str] = Field(default_factory=dict)
+    mqtt_prefix: str = "htcondor"
+    broker_port: int = 1883
+    address_file: str | None = None
+    log: str | None = None
+    policy: dict[str, str | None] = Field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def _fail(conf: "Config", knob: str, msg: str) -> ConfigError:
+    d = conf.lookup_definition(knob)
+    if d is None or d.line <= 0:
+        return ConfigError(f"{knob}: {msg}", d.file if d is not None else None)
+    return ConfigError(f"{knob}: {msg}", d.file, d.line)
+
+
+def _int(conf: "Config", knob: str, default: int | None) -> int | None:
+    text = conf.get(knob)
+    if text is None:
+        return default
+    try:
+        value = number_value(text, True)
+    except ConfigError:
+        value = None
+    if value is None:
+        raise _fail(conf, knob, f"expected an integer, got {text!r}")
+    return int(value)
+
+
+def _float(conf: "Config", knob: str, default: float) -> float:
+    text = conf.get(knob)
+    if text is None:
+        return default
+    try:
+        value = number_value(text, False)
+    except ConfigError:
+        value = None
+    if value is None:
+        raise _fail(conf, knob, f"expected a number, got {text!r}")
+    return float(value)
+
+
+def _bool(conf: "Config", knob: str, default: bool) -> bool:
+    text = conf.get(knob)
+    if text is None:
+        return default
+    try:
+        value = bool_value(text)
+    except ConfigError:
+        value = None
+    if value is None:
+        raise _fail(conf, knob, f"expected a boolean, got {text!r}")
+    return value
+
+
+def _list(conf: "Config", knob: str) -> list[str]:
+    text = conf.get(knob) or ""
+    return [p for p in re.split(r"[,\s]+", text) if p]
+
+
+def parse_share(text: str, resource: str) -> Share:
+    """One share: ``auto``, ``25%``, ``1/4``, ``0.25`` (a fraction), or an amount with an optional unit."""
+    t = text.strip().lower()
+    if t == "auto" or t == "":
+        return Share(kind="auto")
+    if t.endswith("%"):
+        return Share(kind="percent", value=float(t[:-1]))
+    if "/" in t:
+        num, _, den = t.partition("/")
+        return Share(kind="fraction", value=float(num) / float(den))
+    m = re.fullmatch(r"([0-9.]+)\s*([kmgt]?)b?", t)
+    if not m:
+        raise ValueError(f"bad amount {text!r}")
+    amount = float(m.group(1))
+    unit = m.group(2)
+    if resource == "cpus" and "." in m.group(1) and amount < 1 and not unit:
+        return Share(kind="fraction", value=amount)
+    if resource == "memory":
+        amount *= _UNITS[unit]
+    elif resource in ("disk", "swap"):
+        amount *= _DISK_UNITS[unit]
+    return Share(kind="absolute", value=amount)
+
+
+def parse_slot_type(index: int, text: str, count: int = 0, partitionable: bool = False) -> SlotType:
+    """``SLOT_TYPE_<N>``: either one share for every resource (``1/4``, ``25%``) or ``name=share`` items."""
+    shares: dict[str, Share] = {}
+    custom: dict[str, Share] = {}
+    items = [p.strip() for p in re.split(r"[,;]", text) if p.strip()]
+    if len(items) == 1 and "=" not in items[0] and ":" not in items[0]:
+        one = parse_share(items[0], "all")
+        if one.kind == "absolute":
+            raise ValueError(f"a single share must be a fraction or a percent, got {items[0]!r}")
+        shares = {r: one for r in ("cpus", "memory", "disk", "swap")}
+    else:
+        for item in items:
+            name, sep, val = item.partition("=")
+            if not sep:
+                name, sep, val = item.partition(":")
+            if not sep:
+                raise ValueError(f"expected name=value, got {item!r}")
+            key = name.strip().lower()
+            res = RESOURCE_ALIASES.get(key)
+            if res is None:
+                custom[name.strip()] = parse_share(val, key)
+            else:
+                shares[res] = parse_share(val, res)
+    return SlotType(index=index, text=text, count=count, partitionable=partitionable, custom=custom, **shares)
+
+
+def _cron_jobs(conf: "Config", list_knob: str, prefix: str) -> dict[str, CronJob]:
+    jobs: dict[str, CronJob] = {}
+    for name in _list(conf, list_knob):
+        base = f"{prefix}_{name}"
+        period_text = conf.get(f"{base}_PERIOD")
+        period = 0
+        if period_text is not None:
+            m = re.fullmatch(r"\s*(\d+)\s*([smh]?)\s*", period_text.lower())
+            if not m:
+                raise _fail(conf, f"{base}_PERIOD", f"expected a period such as 300 or 5m, got {period_text!r}")
+            period = int(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+        jobs[name] = CronJob(
+            name=name,
+            executable=conf.get(f"{base}_EXECUTABLE"),
+            args=conf.get(f"{base}_ARGS") or "",
+            period=period,
+            mode=conf.get(f"{base}_MODE") or "Periodic",
+            prefix=conf.get(f"{base}_PREFIX") or "",
+            env=conf.get(f"{base}_ENV") or "",
+            cwd=conf.get(f"{base}_CWD"),
+            kill=_bool(conf, f"{base}_KILL", False),
+            reconfig=_bool(conf, f"{base}_RECONFIG", False),
+            reconfig_rerun=_bool(conf, f"{base}_RECONFIG_RERUN", False),
+            job_load=_float(conf, f"{base}_JOB_LOAD", 0.01),
+            slots=conf.get(f"{base}_SLOTS") or "",
+            metrics=conf.get(f"{base}_METRICS") or "",
+            condition=conf.get(f"{base}_CONDITION"),
+        )
+    return jobs
+
+
+def build_settings(conf: "Config") -> StartdSettings:
+    """Build the typed view of ``conf``; raises :class:`ConfigError` naming the knob and its file:line."""
+    slot_types: dict[int, SlotType] = {}
+    for d in list(conf.table.values()):
+        m = re.fullmatch(r"SLOT_TYPE_(\d+)", d.name.upper())
+        if not m:
+            continue
+        idx = int(m.group(1))
+        text = conf.get(d.name) or ""
+        count = _int(conf, f"NUM_SLOTS_TYPE_{idx}", 0) or 0
+        part = _bool(conf, f"SLOT_TYPE_{idx}_PARTITIONABLE", False)
+        try:
+            slot_types[idx] = parse_slot_type(idx, text, count, part)
+        except (ValueError, ZeroDivisionError) as exc:
+            raise _fail(conf, d.name, f"bad slot type definition: {exc}") from exc
+    resources: dict[str, str] = {}
+    for name in _list(conf, "MACHINE_RESOURCE_NAMES"):
+        v = conf.get(f"MACHINE_RESOURCE_{name}")
+        if v is not None:
+            resources[name] = v
+    for d in list(conf.table.values()):
+        m = re.fullmatch(r"MACHINE_RESOURCE_(?!NAMES$|INVENTORY_)(\w+)", d.name, re.I)
+        if m and m.group(1) not in resources:
+            v = conf.get(d.name)
+            if v is not None:
+                resources[m.group(1)] = v
+    hooks: dict[int, str] = {}
+    for d in list(conf.table.values()):
+        m = re.fullmatch(r"SLOT(\d+)_JOB_HOOK_KEYWORD", d.name.upper())
+        if m:
+            v = conf.get(d.name)
+            if v:
+                hooks[int(m.group(1))] = v
+    attrs = _list(conf, "STARTD_ATTRS") + [a for a in _list(conf, "STARTD_EXPRS")]
+    log = conf.get("LOG")
+    return StartdSettings(
+        update_interval=_int(conf, "UPDATE_INTERVAL", 300),
+        polling_interval=_int(conf, "POLLING_INTERVAL", 5),
+        match_timeout=_int(conf, "MATCH_TIMEOUT", 120),
+        alive_interval=_int(conf, "ALIVE_INTERVAL", 300),
+        max_claim_alives_missed=_int(conf, "MAX_CLAIM_ALIVES_MISSED", 6),
+        killing_timeout=_int(conf, "KILLING_TIMEOUT", 30),
+        machine_max_vacate_time=conf.get("MachineMaxVacateTime") or "10 * 60",
+        max_job_retirement_time=conf.get("MAXJOBRETIREMENTTIME") or "0",
+        claim_worklife=_int(conf, "CLAIM_WORKLIFE", 1200),
+        num_slots=_int(conf, "NUM_SLOTS", None),
+        num_cpus=_int(conf, "NUM_CPUS", None),
+        memory=_int(conf, "MEMORY", None),
+        disk=_int(conf, "DISK", None),
+        reserved_memory=_int(conf, "RESERVED_MEMORY", 0),
+        reserved_disk=_int(conf, "RESERVED_DISK", None),
+        slot_types=slot_types,
+        machine_resources=resources,
+        startd_attrs=list(dict.fromkeys(attrs)),
+        startd_job_attrs=_list(conf, "STARTD_JOB_ATTRS"),
+        startd_slot_attrs=_list(conf, "STARTD_SLOT_ATTRS"),
+        startd_latch_exprs=_list(conf, "STARTD_LATCH_EXPRS"),
+        enable_backfill=_bool(conf, "ENABLE_BACKFILL", False),
+        backfill_system=conf.get("BACKFILL_SYSTEM"),
+        cron_jobs=_cron_jobs(conf, "STARTD_CRON_JOBLIST", "STARTD_CRON"),
+        benchmarks=_cron_jobs(conf, "BENCHMARKS_JOBLIST", "BENCHMARKS"),
+        job_hook_keyword=conf.get("STARTD_JOB_HOOK_KEYWORD"),
+        slot_job_hook_keywords=hooks,
+        mqtt_prefix=conf.get("STARTD_MQTT_PREFIX") or "htcondor",
+        broker_port=_int(conf, "STARTD_BROKER_PORT", 1883),
+        address_file=conf.get("STARTD_ADDRESS_FILE") or (f"{log}/.startd_address" if log else None),
+        log=log,
+        policy={k: conf.get(k) for k in POLICY_KNOBS},
+    )
