@@ -18,6 +18,8 @@ from typing import Callable, Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("startd.classad.cli", "evaluate a ClassAd expression and print its value"),
     "config-val": ("startd.config.cli", "print configuration values, as condor_config_val does"),
+    "simulate": ("startd.simulate", "run a scenario on a virtual clock"),
+    "analyze": ("startd.analyze", "explain which clauses of START, Requirements and RANK hold for a job"),
 }
 
 
