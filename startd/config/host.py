@@ -219,4 +219,8 @@ def host_macros(subsystem: str = "STARTD") -> dict[str, str]:
     out["PPID"] = str(os.getppid())
     out["REAL_UID"] = str(os.getuid())
     out["REAL_GID"] = str(os.getgid())
+    # HTCondor defines CondorIsAdmin from whether its privilege layer may switch user ids; a process
+    # not launched through condor_master (a tool, the Python bindings) reports false even as root,
+    # and configuration files are read the same way here.
+    out["CondorIsAdmin"] = "false"
     return out
