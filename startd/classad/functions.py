@@ -26,7 +26,7 @@ Implemented (HTCondor's names):
 - regular expressions: ``regexp regexpMember regexps replace replaceAll``
 - time: ``time currentTime timeZoneOffset dayTime getYear getMonth getDayOfYear getDayOfMonth
   getDayOfWeek getDays getHours getMinutes getSeconds splitTime formatTime interval``
-- job-ad helpers: ``userHome argsToList listToArgs envV1ToV2 mergeEnvironment``
+- users: ``userHome`` (the machine's password database, as the startd's host sees it)
 
 Left out, on purpose:
 
@@ -35,15 +35,30 @@ Left out, on purpose:
   function).
 - ``unresolved``: reports the external references of an expression, which needs the
   evaluator's reference analysis rather than a value; no policy expression of a startd uses it.
-- ``inDays inHours inMinutes inSeconds makeDate``: HTCondor does not register them (they are
-  compiled out of its library), so they are unknown functions there too.
+- ``argsToList listToArgs envV1ToV2 mergeEnvironment``: they re-quote job arguments and
+  environments between HTCondor's V1 and V2 syntaxes, which is the job launcher's business, not
+  a policy expression's; they are unknown functions here (``error``).
+- ``inDays inHours inMinutes inSeconds makeDate sprintf``: HTCondor does not register them (the
+  first five are compiled out of its library; it has no printf-like function besides
+  ``formatTime``), so they are unknown functions there too.
+
+Where HTCondor's own library fails the whole evaluation (``random(0)``, ``random(-1)``,
+``userHome()`` with a wrong argument count), the result here is ``error``. ``absTime("...")`` and
+``relTime("...")`` with a literal string are read by the parser, as HTCondor does; at run time
+``absTime`` returns a computed string unchanged and ``relTime`` gives ``relTime(0)``, as HTCondor's
+library does. ``unparse`` writes the canonical text of our unparser, which differs from HTCondor's
+pretty-printer in the layout of lists and records and in how reals are spelled.
 
 Differences in regular expressions: HTCondor uses PCRE2 on bytes, without UTF mode. Patterns
 here run under Python's ``re`` on the UTF-8 bytes, which agrees for the usual syntax (classes,
 ``\\d \\w \\s``, anchors, ``\\A \\z \\Z``, lazy/possessive quantifiers, atomic groups, named groups
-``(?<n>...)``/``\\k<n>``, POSIX classes ``[[:alpha:]]``, inline ``(?i)``). PCRE features with no
-``re`` counterpart (``\\p{..}`` Unicode properties, recursion, ``\\K``, backtracking verbs) are
-not supported and give ``error`` as an invalid pattern would.
+``(?<n>...)``/``\\k<n>``, POSIX classes ``[[:alpha:]]``, inline ``(?i)``, ``\\Q..\\E``, ``\\x{..}``,
+``\\h``, ``\\R``). PCRE features with no ``re`` counterpart (``\\p{..}`` Unicode properties,
+recursion, ``\\K``, branch reset, conditionals, backtracking verbs) and a back-reference to a
+group that is still open (which PCRE lets fail to match) give ``error`` as an invalid pattern
+would. Option letters: ``i m s x`` (and ``f``/``g`` for the substitutions) in lower case only
+for ``regexp``/``regexpMember``/``regexps``/``replace*``; either case for
+``stringList_regexpMember``, as in HTCondor.
 """
 
 from __future__ import annotations
@@ -56,6 +71,7 @@ from .functions_common import (
     ERROR, UNDEFINED, AbsTime, RelTime, compare, identical, real_to_int, to_int, to_real,
     to_string, wrap_int,
 )
+from .ast import AttrRef
 from .values import is_classad
 
 Value = Any
@@ -130,20 +146,25 @@ def fn_eval(st: Any, args: Sequence[Any]) -> Value:
 
 
 def _is_attr_ref(node: Any) -> bool:
-    """True when an argument node is an attribute reference (``unparse`` accepts only those)."""
-    flag = getattr(node, "is_attr_ref", None)
-    if flag is not None:
-        return bool(flag() if callable(flag) else flag)
-    return "attr" in type(node).__name__.lower()
+    """True when an argument node is an attribute reference."""
+    return isinstance(node, AttrRef)
 
 
 def fn_unparse(st: Any, args: Sequence[Any]) -> Value:
-    """``unparse(attr)``: the text of the expression an attribute holds, "" when it has none."""
+    """``unparse(attr)``: the text of the expression an attribute holds, "" when it has none.
+
+    As in HTCondor, only a plain name is looked up (``unparse(MY.x)`` names nothing).
+    """
     if len(args) != 1 or not _is_attr_ref(args[0]):
         return ERROR
-    expr = st.attr_expr(args[0])
-    if expr is None:
+    ref = args[0]
+    if ref.base is not None or ref.absolute:
         return ""
+    # HTCondor looks the name up in the current ad only (no enclosing ad, no TARGET).
+    scope = getattr(st, "scope", None)
+    if not is_classad(scope) or ref.name not in scope:
+        return ""
+    expr = scope[ref.name]
     from .unparse import unparse_node
 
     return unparse_node(getattr(expr, "node", expr))
@@ -480,8 +501,8 @@ def _list_compare(need_all: bool) -> FunctionType:
                 if need_all:
                     return False
             elif r is UNDEFINED:
-                if need_all:
-                    return False
+                # An undefined comparison ends the scan with false, whichever function it is.
+                return False
             else:
                 return ERROR
         return need_all
@@ -492,17 +513,31 @@ def _list_compare(need_all: bool) -> FunctionType:
 # Nested ads
 # --------------------------------------------------------------------------------------------
 
+def _context_expr(st: Any, node: Any) -> Any:
+    """The expression to evaluate in each nested ad.
+
+    An attribute reference that resolves in the calling scope stands for the expression it names
+    (``countMatches(RequireGpus, AvailableGpus)`` applies the job's ``RequireGpus`` to each GPU);
+    one that does not is evaluated as is in each ad (``evalInEachContext(Capability, Gpus)``).
+    """
+    if _is_attr_ref(node):
+        ref = st.attr_expr(node)
+        if ref is not None:
+            return getattr(ref, "node", ref)
+    return node
+
+
 def fn_evalineachcontext(st: Any, args: Sequence[Any]) -> Value:
     """``evalInEachContext(expr, ads)``: the list of ``expr`` evaluated in each record."""
     if len(args) != 2:
         return ERROR
+    node = _context_expr(st, args[0])
     lst = args[1].ev(st)
     if lst is UNDEFINED:
         return UNDEFINED
     if type(lst) is not list:
         return ERROR
     out = []
-    node = args[0]
     for item in lst:
         if item is UNDEFINED:
             out.append(UNDEFINED)
@@ -517,13 +552,13 @@ def fn_countmatches(st: Any, args: Sequence[Any]) -> Value:
     """``countMatches(expr, ads)``: how many records make ``expr`` true (others are ignored)."""
     if len(args) != 2:
         return ERROR
+    node = _context_expr(st, args[0])
     lst = args[1].ev(st)
     if lst is UNDEFINED:
         return 0
     if type(lst) is not list:
         return ERROR
     n = 0
-    node = args[0]
     for item in lst:
         if is_classad(item):
             r = st.eval_in(node, item)

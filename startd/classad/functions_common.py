@@ -119,11 +119,10 @@ def value_text(v: Value) -> str:
         return 'absTime("%s")' % abstime_text(v)
     if t is RelTime:
         return 'relTime("%s")' % reltime_text(v)
-    # A record: the lead's unparser knows how to write one.
-    from . import unparse as _unparse_mod  # noqa: WPS433 (import cycle avoidance)
+    # A record holds expressions: the unparser writes them.
+    from .unparse import format_value
 
-    fn = getattr(_unparse_mod, "unparse_value", None) or getattr(_unparse_mod, "unparse")
-    return fn(v)
+    return format_value(v)
 
 
 def to_string(v: Value) -> Value:
@@ -200,7 +199,7 @@ def to_int(v: Value) -> Value:
     if v is UNDEFINED:
         return UNDEFINED
     if t is AbsTime or t is RelTime:
-        return real_to_int(float(v.secs))
+        return int(v.secs)
     return ERROR
 
 
@@ -219,7 +218,8 @@ def to_real(v: Value) -> Value:
     if v is UNDEFINED:
         return UNDEFINED
     if t is AbsTime or t is RelTime:
-        return float(v.secs)
+        # Times convert through whole seconds (a C time_t).
+        return float(int(v.secs))
     return ERROR
 
 
@@ -275,9 +275,7 @@ def identical(a: Value, b: Value) -> Value:
         if is_classad(a) or is_classad(b):
             return a is b if (is_classad(a) and is_classad(b)) else False
         return False
-    if ta is float:
-        return a == b or (a != a and b != b)
-    if ta in (int, bool, str, AbsTime, RelTime):
+    if ta in (int, float, bool, str, AbsTime, RelTime):
         return a == b
     if a is b:
         return True

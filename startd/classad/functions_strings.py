@@ -1,0 +1,621 @@
+"""String, string-list, version and regular-expression functions of the ClassAd language."""
+
+from __future__ import annotations
+
+import pwd
+import re
+from typing import Any, Callable, Sequence
+
+from .functions_common import (
+    ERROR, UNDEFINED, from_bytes, real_to_int, strtod_prefix, to_bytes, to_string,
+)
+from .functions_regex import compat_flags, compile_pattern, libclassad_flags
+
+Value = Any
+FunctionType = Callable[[Any, Sequence[Any]], Value]
+
+_C_SPACE = " \t\n\v\f\r"
+
+
+# --------------------------------------------------------------------------------------------
+# strcat, join, substr, comparisons, case
+# --------------------------------------------------------------------------------------------
+
+def fn_strcat(st: Any, args: Sequence[Any]) -> Value:
+    """``strcat(a, ...)``: concatenated string forms; the first undefined/error argument wins."""
+    parts = []
+    for a in args:
+        s = to_string(a.ev(st))
+        if type(s) is not str:
+            return s
+        parts.append(s)
+    return "".join(parts)
+
+
+def fn_join(st: Any, args: Sequence[Any]) -> Value:
+    """``join(sep, a, ...)``, ``join(sep, list)``, ``join(list)``: undefined items are skipped."""
+    n = len(args)
+    values: list[Value]
+    if 0 < n <= 2:
+        last = args[-1].ev(st)
+        if type(last) is list:
+            values = ([args[0].ev(st)] if n == 2 else [""]) + last
+        else:
+            values = [a.ev(st) for a in args[:-1]] + [last]
+    else:
+        values = [a.ev(st) for a in args]
+    saw_undefined = False
+    sep = ""
+    parts: list[str] = []
+    for i, v in enumerate(values):
+        s = to_string(v)
+        if s is UNDEFINED:
+            saw_undefined = True
+            continue
+        if type(s) is not str:
+            return ERROR
+        if i == 0:
+            sep = s
+        else:
+            parts.append(s)
+    if saw_undefined and not parts:
+        return UNDEFINED
+    return sep.join(parts)
+
+
+def _i32(v: int) -> int:
+    """A 64-bit integer seen through a C ``int``."""
+    return ((v + 2**31) % 2**32) - 2**31
+
+
+def fn_substr(st: Any, args: Sequence[Any]) -> Value:
+    """``substr(s, offset [, length])`` with Perl-like negative offsets and lengths (bytes)."""
+    n = len(args)
+    if n < 2 or n > 3:
+        return ERROR
+    vals = [a.ev(st) for a in args]
+    if any(v is UNDEFINED for v in vals):
+        return UNDEFINED
+    s = vals[0]
+    if type(s) is not str or any(type(v) is not int for v in vals[1:]):
+        return ERROR
+    b = to_bytes(s)
+    alen = len(b)
+    off = _i32(vals[1])
+    if off < 0:
+        off = max(alen + off, 0)
+    elif off > alen:
+        off = alen
+    if n == 3:
+        ln = _i32(vals[2])
+        if ln == 0:
+            return ""
+        if ln < 0:
+            ln = max(alen - off + ln, 0)
+        elif ln > alen - off:
+            ln = alen - off
+    else:
+        ln = alen - off
+    return from_bytes(b[off:off + ln])
+
+
+def _strcompare(fold: bool) -> FunctionType:
+    def fn(st: Any, args: Sequence[Any]) -> Value:
+        if len(args) != 2:
+            return ERROR
+        a = args[0].ev(st)
+        b = args[1].ev(st)
+        if a is UNDEFINED or b is UNDEFINED:
+            return UNDEFINED
+        sa = to_string(a)
+        sb = to_string(b)
+        if type(sa) is not str or type(sb) is not str:
+            return ERROR
+        x, y = to_bytes(sa), to_bytes(sb)
+        if fold:
+            x, y = x.lower(), y.lower()
+        return (x > y) - (x < y)
+    return fn
+
+
+def _change_case(upper: bool) -> FunctionType:
+    def fn(st: Any, args: Sequence[Any]) -> Value:
+        if len(args) != 1:
+            return ERROR
+        s = to_string(args[0].ev(st))
+        if type(s) is not str:
+            return s
+        b = to_bytes(s)
+        # C toupper/tolower in the "C" locale: ASCII letters only.
+        return from_bytes(b.upper() if upper else b.lower())
+    return fn
+
+
+# --------------------------------------------------------------------------------------------
+# Version comparison
+# --------------------------------------------------------------------------------------------
+
+def _isdigit(c: int) -> bool:
+    return 48 <= c <= 57
+
+
+def natural_cmp(s1: bytes, s2: bytes) -> int:
+    """Version order of two byte strings, as ``strverscmp`` defines it.
+
+    The result's magnitude follows HTCondor: the difference of the first differing bytes (0 past
+    the end), or of digit-run lengths.
+    """
+    n1, n2 = len(s1), len(s2)
+    i = 0
+    while i < n1 and i < n2 and s1[i] == s2[i]:
+        i += 1
+    c1 = s1[i] if i < n1 else 0
+    c2 = s2[i] if i < n2 else 0
+    if c1 == c2:
+        return 0
+    # Start of the digit run that leads up to the first difference.
+    beg = i
+    while beg > 0 and _isdigit(s1[beg - 1]):
+        beg -= 1
+    if beg == i and not (_isdigit(c1) and _isdigit(c2)):
+        return c1 - c2
+
+    def at(s: bytes, k: int) -> int:
+        return s[k] if k < len(s) else 0
+
+    z1 = beg
+    while at(s1, z1) == 48:
+        z1 += 1
+    z2 = beg
+    while at(s2, z2) == 48:
+        z2 += 1
+    # A final zero of a run is a digit, not a leading zero.
+    if z1 > beg and not _isdigit(at(s1, z1)):
+        z1 -= 1
+    if z2 > beg and not _isdigit(at(s2, z2)):
+        z2 -= 1
+    if z1 - beg != z2 - beg:
+        return (z2 - beg) - (z1 - beg)
+    if z1 > beg:
+        return c1 - c2
+    e1 = z1
+    while _isdigit(at(s1, e1)):
+        e1 += 1
+    e2 = z2
+    while _isdigit(at(s2, e2)):
+        e2 += 1
+    if e1 - beg != e2 - beg:
+        return (e1 - beg) - (e2 - beg)
+    return c1 - c2
+
+
+_VERSION_TESTS: dict[str, Callable[[int], Value]] = {
+    "versioncmp": lambda r: r,
+    "versionle": lambda r: r <= 0,
+    "versionlt": lambda r: r < 0,
+    "versionge": lambda r: r >= 0,
+    "versiongt": lambda r: r > 0,
+    "versioneq": lambda r: r == 0,
+}
+
+
+def _version(name: str) -> FunctionType:
+    test = _VERSION_TESTS[name]
+
+    def fn(st: Any, args: Sequence[Any]) -> Value:
+        if len(args) != 2:
+            return ERROR
+        a = args[0].ev(st)
+        b = args[1].ev(st)
+        if a is UNDEFINED or b is UNDEFINED:
+            return UNDEFINED
+        sa = to_string(a)
+        sb = to_string(b)
+        if type(sa) is not str or type(sb) is not str:
+            return ERROR
+        return test(natural_cmp(to_bytes(sa), to_bytes(sb)))
+    return fn
+
+
+def fn_version_in_range(st: Any, args: Sequence[Any]) -> Value:
+    """``version_in_range(v, lo, hi)``: ``lo <= v <= hi`` in version order."""
+    if len(args) != 3:
+        return ERROR
+    v, lo, hi = (a.ev(st) for a in args)
+    if lo is UNDEFINED or hi is UNDEFINED:
+        return UNDEFINED
+    sv, slo, shi = to_string(v), to_string(lo), to_string(hi)
+    if type(sv) is not str or type(slo) is not str or type(shi) is not str:
+        return ERROR
+    bv = to_bytes(sv)
+    return natural_cmp(to_bytes(slo), bv) <= 0 and natural_cmp(bv, to_bytes(shi)) <= 0
+
+
+# --------------------------------------------------------------------------------------------
+# split, splitUserName, splitSlotName
+# --------------------------------------------------------------------------------------------
+
+def fn_split(st: Any, args: Sequence[Any]) -> Value:
+    """``split(s [, seps])``: tokens between separators.
+
+    Whitespace runs and a separator mixed with whitespace delimit once; a repeated non-space
+    separator yields an empty token between its repetitions.
+    """
+    if len(args) not in (1, 2):
+        return ERROR
+    s = args[0].ev(st)
+    seps = args[1].ev(st) if len(args) == 2 else ", \t"
+    if type(s) is not str or type(seps) is not str:
+        return ERROR
+    b = to_bytes(s)
+    sepset = set(to_bytes(seps))
+    out: list[Value] = []
+    last = 0
+    prev = -1
+    if sepset:
+        for ix, ch in enumerate(b):
+            if ch not in sepset:
+                continue
+            if ix > last:
+                out.append(from_bytes(b[last:ix]))
+            elif prev == ch and not chr(prev).isspace():
+                out.append("")
+            if chr(ch) not in _C_SPACE:
+                prev = ch
+            last = ix + 1
+    if len(b) > last:
+        out.append(from_bytes(b[last:]))
+    return out
+
+
+def _split_at(slot: bool) -> FunctionType:
+    def fn(st: Any, args: Sequence[Any]) -> Value:
+        if len(args) != 1:
+            return ERROR
+        s = args[0].ev(st)
+        if type(s) is not str:
+            return ERROR
+        ix = s.find("@")
+        if ix < 0:
+            return ["", s] if slot else [s, ""]
+        return [s[:ix], s[ix + 1:]]
+    return fn
+
+
+# --------------------------------------------------------------------------------------------
+# String lists
+# --------------------------------------------------------------------------------------------
+
+_token_cache: dict[tuple[str, str], list[str]] = {}
+
+
+def tokens(s: str, delims: str) -> list[str]:
+    """Items of a string list: split at any delimiter character, trimmed, empty ones dropped."""
+    key = (s, delims)
+    hit = _token_cache.get(key)
+    if hit is not None:
+        return hit
+    if delims:
+        parts = re.split("[" + re.escape(delims) + "]", s)
+    else:
+        parts = [s]
+    out = [p.strip(_C_SPACE) for p in parts]
+    out = [p for p in out if p]
+    if len(_token_cache) > 4096:
+        _token_cache.clear()
+    _token_cache[key] = out
+    return out
+
+
+def _list_args(st: Any, args: Sequence[Any]) -> Value:
+    """(list, delimiters) for the one-or-two-argument string-list functions, or ERROR."""
+    if len(args) not in (1, 2):
+        return ERROR
+    s = args[0].ev(st)
+    d = args[1].ev(st) if len(args) == 2 else ", "
+    if type(s) is not str or type(d) is not str:
+        return ERROR
+    return s, d
+
+
+def fn_stringlistsize(st: Any, args: Sequence[Any]) -> Value:
+    """``stringListSize(list [, delims])``."""
+    la = _list_args(st, args)
+    if la is ERROR:
+        return ERROR
+    return len(tokens(*la))
+
+
+_FLT_MAX = 3.4028234663852886e38
+_FLT_MIN = 1.1754943508222875e-38
+
+
+def _summarize(kind: str) -> FunctionType:
+    def fn(st: Any, args: Sequence[Any]) -> Value:
+        la = _list_args(st, args)
+        if la is ERROR:
+            return ERROR
+        items = tokens(*la)
+        # HTCondor accumulates in a double, starting min at FLT_MAX and max at FLT_MIN.
+        acc = _FLT_MAX if kind == "min" else _FLT_MIN if kind == "max" else 0.0
+        is_real = False
+        for item in items:
+            r = strtod_prefix(item)
+            if r is None:
+                return ERROR
+            x = r[0]
+            if item.strip("+-0123456789"):
+                is_real = True
+            if kind == "min":
+                acc = x if x < acc else acc
+            elif kind == "max":
+                acc = x if x > acc else acc
+            else:
+                acc = x + acc
+        if not items:
+            return 0.0 if kind in ("sum", "avg") else UNDEFINED
+        if kind == "avg":
+            acc /= len(items)
+        return acc if is_real else real_to_int(acc)
+    return fn
+
+
+def _strlist_member(fold: bool, subset: bool) -> FunctionType:
+    def fn(st: Any, args: Sequence[Any]) -> Value:
+        n = len(args)
+        if n < 2 or n > 3:
+            return ERROR
+        item = args[0].ev(st)
+        lst = args[1].ev(st)
+        delims = args[2].ev(st) if n == 3 else UNDEFINED
+        for v in (item, lst, delims):
+            if v is not UNDEFINED and type(v) is not str:
+                return ERROR
+        if item is UNDEFINED and lst is UNDEFINED:
+            return UNDEFINED
+        item = "" if item is UNDEFINED else item
+        lst = "" if lst is UNDEFINED else lst
+        delims = ", \t\r\n" if delims is UNDEFINED else delims
+        items = tokens(lst, delims)
+        if not subset:
+            if fold:
+                key = to_bytes(item).lower()
+                return any(to_bytes(x).lower() == key for x in items)
+            return item in items
+        if not item:
+            return True
+        if fold:
+            have = {to_bytes(x).lower() for x in items}
+            want = [to_bytes(x).lower() for x in tokens(item, delims)]
+        else:
+            have = set(items)
+            want = tokens(item, delims)
+        if not want:
+            return False
+        return all(w in have for w in want)
+    return fn
+
+
+def fn_stringlistsintersect(st: Any, args: Sequence[Any]) -> Value:
+    """``stringListsIntersect(a, b [, delims])``: whether the two lists share an item."""
+    n = len(args)
+    if n < 2 or n > 3:
+        return ERROR
+    vals = [x.ev(st) for x in args]
+    if any(v is ERROR for v in vals):
+        return ERROR
+    if any(v is UNDEFINED for v in vals):
+        return UNDEFINED
+    if any(type(v) is not str for v in vals):
+        return ERROR
+    delims = vals[2] if n == 3 else ", "
+    have = set(tokens(vals[0], delims))
+    return any(x in have for x in tokens(vals[1], delims))
+
+
+def fn_stringlist_regexpmember(st: Any, args: Sequence[Any]) -> Value:
+    """``stringList_regexpMember(pattern, list [, delims [, options]])``."""
+    n = len(args)
+    if n < 2 or n > 4:
+        return ERROR
+    vals = [x.ev(st) for x in args]
+    if any(type(v) is not str for v in vals):
+        return ERROR
+    pattern, lst = vals[0], vals[1]
+    delims = vals[2] if n >= 3 else ", "
+    options = vals[3] if n == 4 else ""
+    rx = compile_pattern(pattern, compat_flags(options))
+    if rx is None:
+        return ERROR
+    items = tokens(lst, delims)
+    if not items:
+        return UNDEFINED
+    return any(rx.search(to_bytes(x)) is not None for x in items)
+
+
+# --------------------------------------------------------------------------------------------
+# regexp, regexpMember, regexps, replace, replaceAll
+# --------------------------------------------------------------------------------------------
+
+def _regex_args(st: Any, args: Sequence[Any], lo: int, hi: int) -> Value:
+    """Evaluated arguments; ERROR before UNDEFINED; options (the last, optional one) a string."""
+    n = len(args)
+    if n < lo or n > hi:
+        return ERROR
+    vals = [x.ev(st) for x in args]
+    if any(v is ERROR for v in vals):
+        return ERROR
+    if any(v is UNDEFINED for v in vals):
+        return UNDEFINED
+    if n == hi and type(vals[-1]) is not str:
+        return ERROR
+    return vals
+
+
+def fn_regexp(st: Any, args: Sequence[Any]) -> Value:
+    """``regexp(pattern, target [, options])``: whether the pattern matches somewhere in target."""
+    vals = _regex_args(st, args, 2, 3)
+    if type(vals) is not list:
+        return vals
+    pattern, target = vals[0], vals[1]
+    if type(pattern) is not str or type(target) is not str:
+        return ERROR
+    flags = libclassad_flags(vals[2])[0] if len(vals) == 3 else 0
+    rx = compile_pattern(pattern, flags)
+    if rx is None:
+        return ERROR
+    return rx.search(to_bytes(target)) is not None
+
+
+def fn_regexpmember(st: Any, args: Sequence[Any]) -> Value:
+    """``regexpMember(pattern, list [, options])``: whether any string of the list matches."""
+    vals = _regex_args(st, args, 2, 3)
+    if type(vals) is not list:
+        return vals
+    pattern, lst = vals[0], vals[1]
+    if type(pattern) is not str or type(lst) is not list:
+        return ERROR
+    flags = libclassad_flags(vals[2])[0] if len(vals) == 3 else 0
+    rx = compile_pattern(pattern, flags)
+    maybe_undefined = False
+    for item in lst:
+        if type(item) is not str:
+            if item is UNDEFINED:
+                maybe_undefined = True
+                continue
+            return ERROR
+        # An invalid pattern never matches here (HTCondor reports no error for it).
+        if rx is not None and rx.search(to_bytes(item)) is not None:
+            return True
+    return UNDEFINED if maybe_undefined else False
+
+
+def _expand(template: bytes, m: "re.Match[bytes]", ngroups: int) -> bytes | None:
+    """Backslash expansion of a substitution: ``\\0``..``\\9`` are groups, all else literal."""
+    # PCRE reports groups up to the highest one that took part in the match.
+    top = 0
+    for g in range(ngroups, 0, -1):
+        if m.start(g) != -1:
+            top = g
+            break
+    out = bytearray()
+    i = 0
+    n = len(template)
+    while i < n:
+        c = template[i]
+        if c == 92 and i + 1 < n and _isdigit(template[i + 1]):
+            g = template[i + 1] - 48
+            if g > top:
+                return None
+            part = m.group(g)
+            if part:
+                out += part
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return bytes(out)
+
+
+def _substitute(mode: str) -> FunctionType:
+    def fn(st: Any, args: Sequence[Any]) -> Value:
+        vals = _regex_args(st, args, 3, 4)
+        if type(vals) is not list:
+            return vals
+        options = vals[3] if len(vals) == 4 else ""
+        if mode == "replace":
+            options += "f"
+        elif mode == "replaceall":
+            options += "fg"
+        pattern, target, repl = vals[0], vals[1], vals[2]
+        if type(pattern) is not str or type(target) is not str or type(repl) is not str:
+            return ERROR
+        flags, full, glob = libclassad_flags(options)
+        rx = compile_pattern(pattern, flags)
+        if rx is None:
+            return ERROR
+        tb = to_bytes(target)
+        rb = to_bytes(repl)
+        out = bytearray()
+        pos = 0
+        m = rx.search(tb, pos)
+        if m is None:
+            return target if full else ""
+        while m is not None:
+            if glob and m.end() == m.start():
+                # A global substitution that matches the empty string is refused.
+                return ERROR
+            if full:
+                out += tb[pos:m.start()]
+            piece = _expand(rb, m, rx.groups)
+            if piece is None:
+                return ERROR
+            out += piece
+            pos = m.end()
+            if not glob:
+                break
+            m = rx.search(tb, pos)
+        if full:
+            out += tb[pos:]
+        return from_bytes(bytes(out))
+    return fn
+
+
+# --------------------------------------------------------------------------------------------
+# userHome
+# --------------------------------------------------------------------------------------------
+
+def fn_userhome(st: Any, args: Sequence[Any]) -> Value:
+    """``userHome(name [, default])``: the user's home directory from the password database."""
+    n = len(args)
+    if n not in (1, 2):
+        return ERROR
+    name = args[0].ev(st)
+    default = args[1].ev(st) if n == 2 else None
+    fallback = default if type(default) is str and default else None
+    if type(name) is str:
+        try:
+            home = pwd.getpwnam(name).pw_dir
+        except (KeyError, ValueError):
+            home = ""
+        if home:
+            return home
+        return fallback if fallback is not None else UNDEFINED
+    if fallback is not None:
+        return fallback
+    return UNDEFINED if name is UNDEFINED else ERROR
+
+
+STRING_FUNCTIONS: dict[str, FunctionType] = {
+    "strcat": fn_strcat,
+    "join": fn_join,
+    "substr": fn_substr,
+    "strcmp": _strcompare(False),
+    "stricmp": _strcompare(True),
+    "toupper": _change_case(True),
+    "tolower": _change_case(False),
+    "version_in_range": fn_version_in_range,
+    "split": fn_split,
+    "splitusername": _split_at(False),
+    "splitslotname": _split_at(True),
+    "stringlistsize": fn_stringlistsize,
+    "stringlistsum": _summarize("sum"),
+    "stringlistavg": _summarize("avg"),
+    "stringlistmin": _summarize("min"),
+    "stringlistmax": _summarize("max"),
+    "stringlistmember": _strlist_member(False, False),
+    "stringlistimember": _strlist_member(True, False),
+    "stringlistsubsetmatch": _strlist_member(False, True),
+    "stringlistisubsetmatch": _strlist_member(True, True),
+    "stringlistsintersect": fn_stringlistsintersect,
+    "stringlist_regexpmember": fn_stringlist_regexpmember,
+    "regexp": fn_regexp,
+    "regexpmember": fn_regexpmember,
+    "regexps": _substitute("regexps"),
+    "replace": _substitute("replace"),
+    "replaceall": _substitute("replaceall"),
+    "userhome": fn_userhome,
+}
+STRING_FUNCTIONS.update({name: _version(name) for name in _VERSION_TESTS})
+
+__all__ = ["STRING_FUNCTIONS", "natural_cmp", "tokens"]
