@@ -15,23 +15,15 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .classad_bridge import bool_value, number_value
+from . import slottypes
 from .errors import ConfigError
 
 if TYPE_CHECKING:
     from .core import Config
 
-ShareKind = Literal["fraction", "percent", "absolute", "auto"]
+ShareKind = Literal["fraction", "absolute", "auto", "minimal"]
 
 # Resource names as slot type definitions may spell them -> the canonical resource.
-RESOURCE_ALIASES = {
-    "c": "cpus", "cpu": "cpus", "cpus": "cpus",
-    "m": "memory", "mem": "memory", "ram": "memory", "memory": "memory",
-    "d": "disk", "disk": "disk",
-    "s": "swap", "swap": "swap", "v": "swap", "virtualmemory": "swap",
-}
-_UNITS = {"": 1, "k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
-_DISK_UNITS = {"": 1, "k": 1, "m": 1024, "g": 1024 * 1024, "t": 1024 ** 3}
-
 POLICY_KNOBS = ("START", "SUSPEND", "CONTINUE", "PREEMPT", "KILL", "WANT_SUSPEND", "WANT_VACATE", "RANK",
                 "IS_OWNER", "WANT_HOLD", "WANT_HOLD_REASON", "WANT_HOLD_SUBCODE", "PERIODIC_CHECKPOINT",
                 "MAXJOBRETIREMENTTIME", "MachineMaxVacateTime", "CLAIM_WORKLIFE", "START_BACKFILL",
@@ -43,25 +35,45 @@ class _Model(BaseModel):
 
 
 class Share(_Model):
-    """One resource's share in a slot type: a fraction (``1/4``), a percent (``25%``), an absolute
-    amount (cpus, MB of memory, KB of disk/swap), or ``auto`` (an even split of what is left)."""
+    """One resource's share in a slot type: a ``fraction`` of the total (``1/4`` and ``25%`` are both
+    0.25), an ``absolute`` amount (cpus, MB of memory), ``auto`` (an even split of what is left) or
+    ``minimal`` (HTCondor's ``min``)."""
 
     kind: ShareKind
     value: float | None = None
 
 
 class SlotType(_Model):
-    """``SLOT_TYPE_<N>`` with ``NUM_SLOTS_TYPE_<N>`` and ``SLOT_TYPE_<N>_PARTITIONABLE``."""
+    """``SLOT_TYPE_<N>`` with ``NUM_SLOTS_TYPE_<N>`` and ``SLOT_TYPE_<N>_PARTITIONABLE``, its shares per
+    resource (standard and custom) as :mod:`startd.config.slottypes` reads them."""
 
     index: int
     text: str
     count: int = 0
     partitionable: bool = False
-    cpus: Share = Share(kind="auto")
-    memory: Share = Share(kind="auto")
-    disk: Share = Share(kind="auto")
-    swap: Share = Share(kind="auto")
-    custom: dict[str, Share] = Field(default_factory=dict)
+    shares: dict[str, Share] = Field(default_factory=dict)
+    constraints: dict[str, str] = Field(default_factory=dict)
+    allow_fractional_cpus: bool = False
+
+    @property
+    def cpus(self) -> Share:
+        return self.shares.get("cpus", Share(kind="auto"))
+
+    @property
+    def memory(self) -> Share:
+        return self.shares.get("memory", Share(kind="auto"))
+
+    @property
+    def disk(self) -> Share:
+        return self.shares.get("disk", Share(kind="auto"))
+
+    @property
+    def swap(self) -> Share:
+        return self.shares.get("swap", Share(kind="auto"))
+
+    @property
+    def custom(self) -> dict[str, Share]:
+        return {k: v for k, v in self.shares.items() if k not in ("cpus", "memory", "disk", "swap")}
 
 
 class CronJob(_Model):
@@ -175,54 +187,19 @@ def _list(conf: "Config", knob: str) -> list[str]:
     return [p for p in re.split(r"[,\s]+", text) if p]
 
 
-def parse_share(text: str, resource: str) -> Share:
-    """One share: ``auto``, ``25%``, ``1/4``, ``0.25`` (a fraction), or an amount with an optional unit."""
-    t = text.strip().lower()
-    if t == "auto" or t == "":
-        return Share(kind="auto")
-    if t.endswith("%"):
-        return Share(kind="percent", value=float(t[:-1]))
-    if "/" in t:
-        num, _, den = t.partition("/")
-        return Share(kind="fraction", value=float(num) / float(den))
-    m = re.fullmatch(r"([0-9.]+)\s*([kmgt]?)b?", t)
-    if not m:
-        raise ValueError(f"bad amount {text!r}")
-    amount = float(m.group(1))
-    unit = m.group(2)
-    if resource == "cpus" and "." in m.group(1) and amount < 1 and not unit:
-        return Share(kind="fraction", value=amount)
-    if resource == "memory":
-        amount *= _UNITS[unit]
-    elif resource in ("disk", "swap"):
-        amount *= _DISK_UNITS[unit]
-    return Share(kind="absolute", value=amount)
-
-
-def parse_slot_type(index: int, text: str, count: int = 0, partitionable: bool = False) -> SlotType:
-    """``SLOT_TYPE_<N>``: either one share for every resource (``1/4``, ``25%``) or ``name=share`` items."""
-    shares: dict[str, Share] = {}
-    custom: dict[str, Share] = {}
-    items = [p.strip() for p in re.split(r"[,;]", text) if p.strip()]
-    if len(items) == 1 and "=" not in items[0] and ":" not in items[0]:
-        one = parse_share(items[0], "all")
-        if one.kind == "absolute":
-            raise ValueError(f"a single share must be a fraction or a percent, got {items[0]!r}")
-        shares = {r: one for r in ("cpus", "memory", "disk", "swap")}
-    else:
-        for item in items:
-            name, sep, val = item.partition("=")
-            if not sep:
-                name, sep, val = item.partition(":")
-            if not sep:
-                raise ValueError(f"expected name=value, got {item!r}")
-            key = name.strip().lower()
-            res = RESOURCE_ALIASES.get(key)
-            if res is None:
-                custom[name.strip()] = parse_share(val, key)
-            else:
-                shares[res] = parse_share(val, res)
-    return SlotType(index=index, text=text, count=count, partitionable=partitionable, custom=custom, **shares)
+def parse_slot_type(conf: "Config", index: int, count: int = 0, partitionable: bool = False) -> SlotType:
+    """The typed ``SLOT_TYPE_<index>`` of ``conf``; a bad definition is a ConfigError at its file:line."""
+    text = conf.get(f"SLOT_TYPE_{index}") or ""
+    spec = slottypes.parse_slot_type(conf, index, text, slottypes.machine_resources(conf))
+    return SlotType(
+        index=index,
+        text=text,
+        count=count,
+        partitionable=partitionable,
+        shares={k: Share(kind=v.kind, value=None if v.kind == "auto" else v.value) for k, v in spec.shares.items()},  # type: ignore[arg-type]
+        constraints=dict(spec.constraints),
+        allow_fractional_cpus=spec.allow_fractional_cpus,
+    )
 
 
 def _cron_jobs(conf: "Config", list_knob: str, prefix: str) -> dict[str, CronJob]:
@@ -264,13 +241,9 @@ def build_settings(conf: "Config") -> StartdSettings:
         if not m:
             continue
         idx = int(m.group(1))
-        text = conf.get(d.name) or ""
         count = _int(conf, f"NUM_SLOTS_TYPE_{idx}", 0) or 0
         part = _bool(conf, f"SLOT_TYPE_{idx}_PARTITIONABLE", False)
-        try:
-            slot_types[idx] = parse_slot_type(idx, text, count, part)
-        except (ValueError, ZeroDivisionError) as exc:
-            raise _fail(conf, d.name, f"bad slot type definition: {exc}") from exc
+        slot_types[idx] = parse_slot_type(conf, idx, count, part)
     resources: dict[str, str] = {}
     for name in _list(conf, "MACHINE_RESOURCE_NAMES"):
         v = conf.get(f"MACHINE_RESOURCE_{name}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from startd import config
-from startd.config.settings import Share, parse_slot_type
+from startd.config.settings import Share
 
 
 def _settings(text: str):  # type: ignore[no-untyped-def]
@@ -30,17 +30,36 @@ def test_wrong_type_names_knob_and_place() -> None:
 
 
 def test_slot_type_shares_and_aliases() -> None:
-    st = parse_slot_type(1, "c=2, ram=25%, d=1/4, v=auto, gpus=1")
+    s = _settings("MACHINE_RESOURCE_GPUs = 2\nSLOT_TYPE_1 = c=2, ram=25%, d=1/4, v=auto, gpus=1\nNUM_SLOTS_TYPE_1 = 1\n")
+    st = s.slot_types[1]
     assert st.cpus == Share(kind="absolute", value=2)
-    assert st.memory == Share(kind="percent", value=25)
+    assert st.memory == Share(kind="fraction", value=0.25)
     assert st.disk == Share(kind="fraction", value=0.25)
     assert st.swap == Share(kind="auto")
-    assert st.custom == {"gpus": Share(kind="absolute", value=1)}
+    assert st.custom == {"GPUs": Share(kind="absolute", value=1)}
 
 
 def test_single_share_applies_to_every_resource() -> None:
-    st = parse_slot_type(2, "1/2")
+    st = _settings("SLOT_TYPE_2 = 1/2\n").slot_types[2]
     assert st.cpus == st.memory == st.disk == st.swap == Share(kind="fraction", value=0.5)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SLOT_TYPE_1 = cpus=1, 50%",  # a blanket default for the resources not named
+        "SLOT_TYPE_1 = min",
+        'SLOT_TYPE_1 @=s\n  CPUs = 1\n  memory = 25%\n@s',
+        "SLOT_TYPE_1 = cpus=1/2, virt=25%",  # any prefix of a resource name
+    ],
+)
+def test_slot_type_forms_htcondor_accepts(text: str) -> None:
+    assert 1 in _settings(text + "\nNUM_SLOTS_TYPE_1 = 1\n").slot_types
+
+
+def test_absolute_disk_share_is_a_config_error_at_its_line() -> None:
+    with pytest.raises(config.ConfigError, match=r"<string>:2: SLOT_TYPE_1: .*disk must be a percent"):
+        _settings("\nSLOT_TYPE_1 = cpus=1, disk=1000\n")
 
 
 def test_slot_types_from_configuration() -> None:
