@@ -47,6 +47,7 @@ class HostSample(Input):
     disk: int | None = None  # KB free in EXECUTE
     swap: int | None = None  # KB of virtual memory
     cpus: int | None = None  # DETECTED_CPUS
+    keyboard_active: bool | None = None  # True: someone is typing, KeyboardIdle/ConsoleIdle stay 0
     extra: dict[str, Any] = field(default_factory=dict)  # further machine attributes (CpuModel, ...)
 
 
@@ -183,6 +184,11 @@ class BenchmarksDone(Input):
     """The benchmark jobs finished: attributes (Mips, KFlops, ...) to merge into every slot ad."""
 
     attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillExited(Input):
+    """The machine's backfill client exited (on its own, or after a BackfillCommand kill)."""
 
 
 @dataclass(frozen=True, slots=True)

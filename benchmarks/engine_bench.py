@@ -1,0 +1,34 @@
+"""How long one full policy pass over 10,000 slots takes (goal: at most 1 s).
+
+Run: .venv/bin/python benchmarks/engine_bench.py [SLOTS]
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from startd import config
+from startd.engine import Engine
+from startd.engine.events import HostSample
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
+    for label, text in (("default policy", f"NUM_CPUS = {n}\nNUM_SLOTS = {n}\nRUNBENCHMARKS = False\n"),
+                        ("POLICY : Desktop", f"use POLICY : Desktop\nNUM_CPUS = {n}\nNUM_SLOTS = {n}\n"
+                                             "RUNBENCHMARKS = False\n")):
+        conf = config.load(text=text)
+        eng = Engine(conf, HostSample(now=1_000_000.0, cpus=n, memory=n * 1024, keyboard_idle=5000,
+                                      load_avg=0.1), machine="bench.example.org")
+        eng.start()
+        best = float("inf")
+        for i in range(3):
+            t0 = time.perf_counter()
+            eng.eval_all(1_000_000.0 + 300 * (i + 1))
+            best = min(best, time.perf_counter() - t0)
+        print(f"{label}: one policy pass over {n} slots: {best:.3f} s")
+
+
+if __name__ == "__main__":
+    main()

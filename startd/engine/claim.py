@@ -1,0 +1,87 @@
+"""A claim on a slot: who holds it, the job it runs, its lease and its clocks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..classad import ClassAd
+
+VANILLA_UNIVERSE = 5
+
+
+@dataclass(slots=True)
+class Claim:
+    """One claim (HTCondor's ``Claim``). Times are seconds since the epoch."""
+
+    id: str
+    job: ClassAd
+    client: str = ""
+    rank: float = 0.0
+    lease_duration: float = 0.0
+    lease_expires: float | None = None
+    began: float | None = None  # when the slot entered Claimed with this claim
+    activations: int = 0
+    # the job currently activated on the claim: None, "running", "suspended", "vacating", "killing"
+    job_state: str | None = None
+    job_start: float | None = None
+    job_run: float = 0.0  # seconds run by the current job, suspension excluded
+    job_suspended: float = 0.0
+    claim_run: float = 0.0
+    claim_suspended: float = 0.0
+    segment_since: float = 0.0  # start of the current running/suspended stretch
+    pledged_vacate: int = 0  # MachineMaxVacateTime evaluated when the job started
+    may_unretire: bool = True
+    preempt_was_true: bool = False
+    retire_peacefully: bool = False
+    load: float = 0.0
+    pid: int | None = None
+    accepted_while_draining: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        """True while a job (its starter) exists on the claim."""
+        return self.job_state is not None
+
+    @property
+    def universe(self) -> int | None:
+        v = self.job.evaluate("JobUniverse")
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    @property
+    def owner(self) -> str | None:
+        for name in ("User", "Owner"):
+            v = self.job.evaluate(name)
+            if isinstance(v, str):
+                return v
+        return None
+
+    def close_segment(self, now: float) -> None:
+        """Add the running or suspended stretch that ends at ``now`` to the totals."""
+        span = max(now - self.segment_since, 0.0)
+        if self.job_state in ("running", "vacating", "killing"):
+            self.job_run += span
+            self.claim_run += span
+        elif self.job_state == "suspended":
+            self.job_suspended += span
+            self.claim_suspended += span
+        self.segment_since = now
+
+    def run_time(self, now: float) -> float:
+        """Seconds the current job has run, time suspended not counted."""
+        if self.job_state in ("running", "vacating", "killing"):
+            return self.job_run + max(now - self.segment_since, 0.0)
+        return self.job_run
+
+    def totals(self, now: float) -> tuple[float, float, float, float]:
+        """(job run, job suspended, claim run, claim suspended) up to ``now``."""
+        span = max(now - self.segment_since, 0.0)
+        jr, js, cr, cs = self.job_run, self.job_suspended, self.claim_run, self.claim_suspended
+        if self.job_state in ("running", "vacating", "killing"):
+            jr += span
+            cr += span
+        elif self.job_state == "suspended":
+            js += span
+            cs += span
+        return jr, js, cr, cs
