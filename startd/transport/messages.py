@@ -1,0 +1,440 @@
+"""The command protocol on ``{root}/startd/{M}/command``: commands in, replies out.
+
+A command is a JSON object ``{"command": NAME, "request_id": ID, "reply_to": TOPIC, ...fields}``; every
+command gets exactly one reply ``{"request_id": ID, "ok": bool, "error": str | null, ...}``. Parsing never
+raises: bad input becomes a reply whose ``error`` names what is wrong (the field, for a field).
+
+This module is pure: pydantic models of the commands, :func:`parse_command`, the conversion of a command
+into the engine's input (:func:`to_engine_input`) and of the engine's :class:`~startd.engine.events.Reply`
+back into a reply message (:func:`reply_from_engine`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+from typing import Annotated, Any, Callable, ClassVar, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..classad import ClassAd, ClassAdSyntaxError, parse_ad, parse_expr
+from ..classad.jsonform import ad_to_obj, obj_to_ad, value_to_json_obj
+from ..engine import events as ev
+
+# Attributes that carry a claim's secret. A claim id is a capability, so it never leaves the daemon
+# except in the reply to the request_claim that created it (HTCondor likewise publishes only PublicClaimId).
+PRIVATE_ATTRS = frozenset({"claimid", "capability", "claimidlist", "claimids", "transferkey"})
+
+# validated by BaseCommand._request_id: a non-empty string or an integer
+RequestId = Annotated[Any, Field(description="a non-empty string or an integer, echoed in the reply")]
+NonEmptyStr = Annotated[str, Field(min_length=1)]
+
+
+class CommandError(ValueError):
+    """A command that parsed but cannot be carried out as given (e.g. a configuration that does not read)."""
+
+
+# --- commands -----------------------------------------------------------------------------------
+
+
+class BaseCommand(BaseModel):
+    """Fields every command carries. Unknown fields are ignored, so newer clients stay compatible."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="ignore", arbitrary_types_allowed=True)
+
+    name: ClassVar[str] = ""
+    command: str
+    request_id: RequestId
+    reply_to: str | None = None
+
+    @field_validator("request_id")
+    @classmethod
+    def _request_id(cls, v: Any) -> str | int:
+        # bool is an int to Python, never a request id
+        if isinstance(v, bool) or not isinstance(v, (str, int)):
+            raise ValueError("must be a string or an integer")
+        if isinstance(v, str) and not v:
+            raise ValueError("must not be empty")
+        return v
+
+
+def _check_job(v: Any) -> Any:
+    """A job ad is a JSON object in HTCondor's JSON form or a string in ClassAd syntax."""
+    if v is None:
+        return v
+    if isinstance(v, dict):
+        obj_to_ad(v)
+    elif isinstance(v, str):
+        parse_ad(v)
+    else:
+        raise ValueError("must be a ClassAd: a JSON object or ClassAd text")
+    return v
+
+
+def _job_ad(v: Any) -> ClassAd | None:
+    if v is None:
+        return None
+    return obj_to_ad(v) if isinstance(v, dict) else parse_ad(v)
+
+
+def _check_expr(v: str | None) -> str | None:
+    if v is not None:
+        parse_expr(v)
+    return v
+
+
+class QueryCommand(BaseCommand):
+    """Slot ads, like a collector query: optionally one slot, a constraint, a projection."""
+
+    name: ClassVar[str] = "query"
+    command: Literal["query"]
+    slot: str | None = None
+    constraint: str | None = None
+    projection: list[str] | None = None
+
+    @field_validator("constraint")
+    @classmethod
+    def _valid_constraint(cls, v: str | None) -> str | None:
+        return _check_expr(v)
+
+
+class MatchCommand(BaseCommand):
+    """The negotiator's match notification (MATCH_INFO)."""
+
+    name: ClassVar[str] = "match"
+    command: Literal["match"]
+    slot: NonEmptyStr
+
+
+class RequestClaimCommand(BaseCommand):
+    """REQUEST_CLAIM: the reply carries the new claim id, the capability for every later claim command."""
+
+    name: ClassVar[str] = "request_claim"
+    command: Literal["request_claim"]
+    slot: NonEmptyStr
+    job: Any = None  # a JSON object in HTCondor's JSON form, or ClassAd text
+    lease: float | None = Field(default=None, gt=0)
+    client: str = ""
+
+    @field_validator("job")
+    @classmethod
+    def _valid_job(cls, v: Any) -> Any:
+        return _check_job(v)
+
+
+class _ClaimCommand(BaseCommand):
+    claim_id: NonEmptyStr
+
+
+class ActivateClaimCommand(_ClaimCommand):
+    name: ClassVar[str] = "activate_claim"
+    command: Literal["activate_claim"]
+    job: Any = None  # a JSON object in HTCondor's JSON form, or ClassAd text
+
+    @field_validator("job")
+    @classmethod
+    def _valid_job(cls, v: Any) -> Any:
+        return _check_job(v)
+
+
+class SuspendClaimCommand(_ClaimCommand):
+    name: ClassVar[str] = "suspend_claim"
+    command: Literal["suspend_claim"]
+
+
+class ContinueClaimCommand(_ClaimCommand):
+    name: ClassVar[str] = "continue_claim"
+    command: Literal["continue_claim"]
+
+
+class DeactivateClaimCommand(_ClaimCommand):
+    name: ClassVar[str] = "deactivate_claim"
+    command: Literal["deactivate_claim"]
+    graceful: bool = True
+
+
+class ReleaseClaimCommand(_ClaimCommand):
+    name: ClassVar[str] = "release_claim"
+    command: Literal["release_claim"]
+
+
+class KeepaliveCommand(_ClaimCommand):
+    name: ClassVar[str] = "keepalive"
+    command: Literal["keepalive"]
+
+
+class VacateCommand(BaseCommand):
+    """condor_vacate: one slot, or every slot when ``slot`` is empty."""
+
+    name: ClassVar[str] = "vacate"
+    command: Literal["vacate"]
+    slot: str = ""
+    fast: bool = False
+
+
+class DrainCommand(BaseCommand):
+    name: ClassVar[str] = "drain"
+    command: Literal["drain"]
+    how: Literal["graceful", "quick", "fast"] = "graceful"
+    resume_on_completion: bool = False
+    reason: str = ""
+    check: str | None = None
+    start: str | None = None
+
+    @field_validator("check", "start")
+    @classmethod
+    def _valid_expr(cls, v: str | None) -> str | None:
+        return _check_expr(v)
+
+
+class CancelDrainCommand(BaseCommand):
+    name: ClassVar[str] = "cancel_drain"
+    command: Literal["cancel_drain"]
+
+
+class ReconfigCommand(BaseCommand):
+    """Read the configuration again; ``config`` is optional text appended to it (as a scenario's reconfig)."""
+
+    name: ClassVar[str] = "reconfig"
+    command: Literal["reconfig"]
+    config: str | None = None
+
+
+class OffCommand(BaseCommand):
+    """condor_off: ``graceful`` (default), ``peaceful`` or ``fast``."""
+
+    name: ClassVar[str] = "off"
+    command: Literal["off"]
+    how: Literal["graceful", "peaceful", "fast"] = "graceful"
+
+
+Command = Union[
+    QueryCommand, MatchCommand, RequestClaimCommand, ActivateClaimCommand, SuspendClaimCommand,
+    ContinueClaimCommand, DeactivateClaimCommand, ReleaseClaimCommand, KeepaliveCommand, VacateCommand,
+    DrainCommand, CancelDrainCommand, ReconfigCommand, OffCommand,
+]
+
+COMMANDS: dict[str, type[BaseCommand]] = {
+    cls.name: cls
+    for cls in (QueryCommand, MatchCommand, RequestClaimCommand, ActivateClaimCommand, SuspendClaimCommand,
+                ContinueClaimCommand, DeactivateClaimCommand, ReleaseClaimCommand, KeepaliveCommand,
+                VacateCommand, DrainCommand, CancelDrainCommand, ReconfigCommand, OffCommand)
+}
+
+CLAIM_COMMANDS = frozenset({"activate_claim", "suspend_claim", "continue_claim", "deactivate_claim",
+                            "release_claim", "keepalive"})
+
+
+# --- replies ------------------------------------------------------------------------------------
+
+
+class ReplyMessage(BaseModel):
+    """``{"request_id", "ok", "error", ...}``; further fields (claim_id, slot, ads, ...) ride along."""
+
+    model_config = ConfigDict(extra="allow")
+
+    request_id: str | int | None
+    ok: bool
+    error: str | None = None
+
+    def to_payload(self) -> bytes:
+        """The reply as JSON bytes (HTCondor's JSON form for any ads it carries)."""
+        return json.dumps(jsonable(self.model_dump()), allow_nan=False).encode()
+
+
+def make_reply(request_id: str | int | None, ok: bool, error: str | None = None, **data: Any) -> ReplyMessage:
+    """A reply message; ``error`` None when ``ok``."""
+    return ReplyMessage(request_id=request_id, ok=ok, error=(error or None) if not ok else None,
+                        **{k: v for k, v in data.items()})
+
+
+def error_reply(request_id: str | int | None, error: str, **data: Any) -> ReplyMessage:
+    """A refusal, with its reason."""
+    return make_reply(request_id, False, error or "refused", **data)
+
+
+def jsonable(x: Any) -> Any:
+    """Plain JSON data for anything a reply may carry: ClassAds in HTCondor's JSON form, ClassAd values."""
+    if x is None or isinstance(x, (bool, int, str)):
+        return x
+    if isinstance(x, float):
+        return x if math.isfinite(x) else str(x)
+    if isinstance(x, ClassAd):
+        return ad_to_obj(x)
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, BaseModel):
+        return jsonable(x.model_dump())
+    return value_to_json_obj(x)
+
+
+# --- parsing ------------------------------------------------------------------------------------
+
+
+def peek_envelope(payload: bytes | str) -> tuple[str | int | None, str | None]:
+    """``(request_id, reply_to)`` of a payload, as far as they can be read, so that even a malformed
+    command can be answered where its sender listens."""
+    try:
+        obj = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        return None, None
+    if not isinstance(obj, dict):
+        return None, None
+    rid = obj.get("request_id")
+    if isinstance(rid, bool) or not isinstance(rid, (str, int)):
+        rid = None
+    reply_to = obj.get("reply_to")
+    return rid, reply_to if isinstance(reply_to, str) and reply_to else None
+
+
+def _describe(err: dict[str, Any]) -> str:
+    loc = ".".join(str(p) for p in err.get("loc", ()))
+    msg = str(err.get("msg", "invalid"))
+    kind = err.get("type", "")
+    if kind == "missing":
+        return f"missing field '{loc}'"
+    ctx_err = (err.get("ctx") or {}).get("error")
+    if isinstance(ctx_err, ClassAdSyntaxError):
+        msg = str(ctx_err)
+    elif msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    return f"field '{loc}': {msg}"
+
+
+def parse_command(payload: bytes | str) -> BaseCommand | ReplyMessage:
+    """The command in ``payload``, or an ``ok: false`` reply saying why it is not one."""
+    rid, _ = peek_envelope(payload)
+    try:
+        obj = json.loads(payload)
+    except UnicodeDecodeError:
+        return error_reply(None, "malformed command: not UTF-8 text")
+    except ValueError as e:
+        where = f" at line {e.lineno} column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
+        msg = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
+        return error_reply(None, f"malformed command: invalid JSON{where}: {msg}")
+    if not isinstance(obj, dict):
+        return error_reply(None, "malformed command: expected a JSON object")
+    name = obj.get("command")
+    if name is None:
+        return error_reply(rid, "malformed command: missing field 'command'")
+    if not isinstance(name, str):
+        return error_reply(rid, "malformed command: field 'command': must be a string")
+    cls = COMMANDS.get(name)
+    if cls is None:
+        return error_reply(rid, f"unknown command '{name}' (known: {', '.join(COMMANDS)})", command=name)
+    try:
+        return cls.model_validate(obj)
+    except ValidationError as e:
+        problems = "; ".join(_describe(err) for err in e.errors(include_url=False))
+        return error_reply(rid, f"malformed command: {problems}", command=name)
+
+
+def fingerprint(cmd: BaseCommand) -> str:
+    """What a command asks for, without where the answer goes: a retry with another reply_to is the same
+    request, a different command under a reused request_id is not."""
+    return json.dumps(cmd.model_dump(exclude={"reply_to"}), sort_keys=True, default=str)
+
+
+# --- to and from the engine ---------------------------------------------------------------------
+
+
+def new_claim_id(prefix: str = "") -> str:
+    """An unguessable claim id: 192 random bits, HTCondor-like ``#``-separated so logs stay familiar."""
+    return f"{prefix}#{secrets.token_urlsafe(24)}" if prefix else secrets.token_urlsafe(24)
+
+
+def to_engine_input(cmd: BaseCommand, now: float, *, claim_id_factory: Callable[[], str] = new_claim_id,
+                    load_config: Callable[[str | None], Any] | None = None) -> ev.Command | None:
+    """The engine input a command stands for, with ``request=cmd`` so the engine's Reply leads back to it.
+
+    ``query`` is answered by the shell from the engine's ads (see :func:`query_reply`): None. ``reconfig``
+    needs ``load_config(text)`` to read and validate the new configuration (it may raise; the error
+    becomes the reply). Raises :class:`CommandError` when a command cannot be turned into an input.
+    """
+    match cmd:
+        case QueryCommand():
+            return None
+        case MatchCommand():
+            return ev.Match(now=now, request=cmd, slot=cmd.slot)
+        case RequestClaimCommand():
+            return ev.RequestClaim(now=now, request=cmd, slot=cmd.slot, claim_id=claim_id_factory(),
+                                   job=_job_ad(cmd.job), lease=cmd.lease, client=cmd.client)
+        case ActivateClaimCommand():
+            return ev.ActivateClaim(now=now, request=cmd, claim_id=cmd.claim_id, job=_job_ad(cmd.job))
+        case SuspendClaimCommand():
+            return ev.SuspendClaim(now=now, request=cmd, claim_id=cmd.claim_id)
+        case ContinueClaimCommand():
+            return ev.ContinueClaim(now=now, request=cmd, claim_id=cmd.claim_id)
+        case DeactivateClaimCommand():
+            return ev.DeactivateClaim(now=now, request=cmd, claim_id=cmd.claim_id, graceful=cmd.graceful)
+        case ReleaseClaimCommand():
+            return ev.ReleaseClaim(now=now, request=cmd, claim_id=cmd.claim_id)
+        case KeepaliveCommand():
+            return ev.Keepalive(now=now, request=cmd, claim_id=cmd.claim_id)
+        case VacateCommand():
+            return ev.Vacate(now=now, request=cmd, slot=cmd.slot, fast=cmd.fast)
+        case DrainCommand():
+            return ev.Drain(now=now, request=cmd, how=cmd.how, resume_on_completion=cmd.resume_on_completion,
+                            reason=cmd.reason, check=cmd.check, start=cmd.start)
+        case CancelDrainCommand():
+            return ev.CancelDrain(now=now, request=cmd)
+        case ReconfigCommand():
+            if load_config is None:
+                return ev.Reconfig(now=now, request=cmd, config=cmd.config)
+            try:
+                config = load_config(cmd.config)
+            except Exception as e:  # the reader's message names the file and line; that is the reply
+                raise CommandError(f"reconfig refused, the configuration is unchanged: {e}") from e
+            return ev.Reconfig(now=now, request=cmd, config=config)
+        case OffCommand():
+            return ev.Shutdown(now=now, request=cmd, how=cmd.how)
+    raise CommandError(f"command '{cmd.command}' has no engine input")
+
+
+def reply_from_engine(reply: ev.Reply, cmd: BaseCommand | None = None) -> ReplyMessage:
+    """The reply message for an engine Reply. ``cmd`` defaults to the command the engine echoes back."""
+    source = cmd if cmd is not None else reply.request
+    rid = source.request_id if isinstance(source, BaseCommand) else None
+    name = source.command if isinstance(source, BaseCommand) else reply.command
+    data: dict[str, Any] = {"command": name}
+    if reply.slot:
+        data["slot"] = reply.slot
+    # the claim id goes back only to the one who created the claim
+    if reply.claim_id and name == "request_claim":
+        data["claim_id"] = reply.claim_id
+    for k, v in reply.data.items():
+        data.setdefault(k, jsonable(v))
+    if reply.accepted:
+        return make_reply(rid, True, **data)
+    return error_reply(rid, reply.error or f"{name} refused", **data)
+
+
+def public_ad(ad: ClassAd) -> ClassAd:
+    """The ad without the attributes that carry a claim's secret."""
+    if not any(k.lower() in PRIVATE_ATTRS for k in ad):
+        return ad
+    out = ad.copy()
+    for k in [k for k in out if k.lower() in PRIVATE_ATTRS]:
+        del out[k]
+    return out
+
+
+def query_reply(cmd: QueryCommand, ads: dict[str, ClassAd], *, now: float | None = None) -> ReplyMessage:
+    """The reply to ``query`` from the slot ads (name -> ad): ``ads`` is a list in HTCondor's JSON form."""
+    if cmd.slot is not None and cmd.slot not in ads:
+        return error_reply(cmd.request_id, f"no slot '{cmd.slot}'", command="query")
+    selected = [ads[cmd.slot]] if cmd.slot is not None else [ads[k] for k in ads]
+    if cmd.constraint is not None:
+        constraint = parse_expr(cmd.constraint)
+        selected = [a for a in selected if constraint.evaluate(a, now=now) is True]
+    out: list[dict[str, Any]] = []
+    for ad in selected:
+        obj = ad_to_obj(public_ad(ad))
+        if cmd.projection:
+            wanted = {p.lower() for p in cmd.projection}
+            obj = {k: v for k, v in obj.items() if k.lower() in wanted}
+        out.append(obj)
+    return make_reply(cmd.request_id, True, command="query", ads=out)
