@@ -108,7 +108,7 @@ class EvalState:
                 start = self.scope
             found = _find(self, start, node.lname, not node.absolute)
         else:
-            base = node.base.ev(self)
+            base = _fn(node.base)(self)
             if not _is_ad(base):
                 return None
             found = _find(self, base, node.lname, False)
@@ -129,7 +129,9 @@ def _is_ad(v: Any) -> bool:
     return isinstance(v, _ClassAd)
 
 
-_SPECIAL = frozenset(("self", "parent", "toplevel", "root", "currenttime"))
+# HTCondor's daemons run with the old ClassAd semantics, where MY and CurrentTime are special names
+# like self: MY is the innermost record the reference is made from.
+_SPECIAL = frozenset(("self", "my", "parent", "toplevel", "root", "currenttime"))
 
 
 def _find(st: EvalState, start: Any, lname: str, alternate: bool) -> tuple[Any, Any, Any] | None:
@@ -173,7 +175,7 @@ def _context_name(st: EvalState, ad: Any, lname: str) -> Any:
 
 
 def _special(st: EvalState, cur: Any, lname: str) -> Value:
-    if lname == "self":
+    if lname == "self" or lname == "my":
         return cur
     if lname == "parent":
         p = cur._parent
@@ -201,7 +203,7 @@ def _eval_found(st: EvalState, found: tuple[Any, Any, Any] | None) -> Value:
     st.scope = scope
     st.depth += 1
     try:
-        return node.ev(st)
+        return _fn(node)(st)
     finally:
         st.depth -= 1
         st.scope = saved
@@ -226,6 +228,18 @@ def _select(st: EvalState, base: Value, lname: str) -> Value:
 # --- compiler ------------------------------------------------------------------------------------
 
 
+def _fn(node: Node) -> Closure:
+    """The compiled closure of ``node``, compiling it on first use.
+
+    Compilation recurses through this plain function rather than the ``Node.ev`` property, so deep
+    trees recurse in Python frames only and never through the C stack.
+    """
+    f = node._ev
+    if f is None:
+        f = node._ev = compile_node(node)
+    return f
+
+
 def compile_node(node: Node) -> Closure:
     """Compile a tree into a closure ``f(state) -> value``."""
     t = type(node)
@@ -242,7 +256,7 @@ def compile_node(node: Node) -> Closure:
     if t is UnaryOp:
         return _compile_unary(node)
     if t is Paren:
-        return node.inner.ev
+        return _fn(node.inner)
     if t is Conditional:
         return _compile_conditional(node)
     if t is Subscript:
@@ -250,7 +264,7 @@ def compile_node(node: Node) -> Closure:
     if t is Call:
         return _compile_call(node)
     if t is ListExpr:
-        fns = [n.ev for n in node.items]
+        fns = [_fn(n) for n in node.items]
         return lambda st: [f(st) for f in fns]
     if t is RecordExpr:
         return _compile_record(node)
@@ -283,7 +297,7 @@ def _compile_attr(node: AttrRef) -> Closure:
     base = node.base
     if type(base) is AttrRef and base.base is None and not base.absolute and base.lname in ("target", "my"):
         which = base.lname
-        base_fn = base.ev
+        base_fn = _fn(base)
 
         def scoped_ctx(st: EvalState) -> Value:
             # MY.x / TARGET.x: resolve the scope name once, then look x up there
@@ -296,7 +310,7 @@ def _compile_attr(node: AttrRef) -> Closure:
 
         return scoped_ctx
 
-    bf = base.ev
+    bf = _fn(base)
     return lambda st: _select(st, bf(st), lname)
 
 
@@ -311,8 +325,8 @@ def _compile_record(node: RecordExpr) -> Closure:
 
 
 def _compile_conditional(node: Conditional) -> Closure:
-    cf = node.cond.ev
-    of = node.other.ev
+    cf = _fn(node.cond)
+    of = _fn(node.other)
     if node.then is None:
 
         def elvis(st: EvalState) -> Value:
@@ -320,7 +334,7 @@ def _compile_conditional(node: Conditional) -> Closure:
             return of(st) if v is UNDEFINED else v
 
         return elvis
-    tf = node.then.ev
+    tf = _fn(node.then)
 
     def cond(st: EvalState) -> Value:
         c = cf(st)
@@ -337,8 +351,8 @@ def _compile_conditional(node: Conditional) -> Closure:
 
 
 def _compile_subscript(node: Subscript) -> Closure:
-    bf = node.base.ev
-    jf = node.index.ev
+    bf = _fn(node.base)
+    jf = _fn(node.index)
 
     def subscript(st: EvalState) -> Value:
         b = bf(st)
@@ -350,6 +364,9 @@ def _compile_subscript(node: Subscript) -> Closure:
         tb = type(b)
         if tb is list:
             if type(i) is int:
+                # the index is a C int: HTCondor keeps its low 32 bits
+                if not -2147483648 <= i <= 2147483647:
+                    i = ((i + 2147483648) & 0xFFFFFFFF) - 2147483648
                 if 0 <= i < len(b):
                     return b[i]
             return ERROR
@@ -499,11 +516,12 @@ def _is_num(v: Value) -> bool:
 def _time_arith(op: str, a: Value, b: Value) -> Value:
     ta = type(a)
     tb = type(b)
+    # an absolute time moves by whole seconds: the relative time is truncated first, as HTCondor does
     if op == "+":
         if ta is AbsTime and tb is RelTime:
-            return AbsTime(a.secs + b.secs, a.offset)
+            return AbsTime(a.secs + int(b.secs), a.offset)
         if ta is RelTime and tb is AbsTime:
-            return AbsTime(a.secs + b.secs, b.offset)
+            return AbsTime(int(a.secs) + b.secs, b.offset)
         if ta is RelTime and tb is RelTime:
             return RelTime(a.secs + b.secs)
         return ERROR
@@ -511,7 +529,7 @@ def _time_arith(op: str, a: Value, b: Value) -> Value:
         if ta is AbsTime and tb is AbsTime:
             return RelTime(a.secs - b.secs)
         if ta is AbsTime and tb is RelTime:
-            return AbsTime(a.secs - b.secs, a.offset)
+            return AbsTime(a.secs - int(b.secs), a.offset)
         if ta is RelTime and tb is RelTime:
             return RelTime(a.secs - b.secs)
         return ERROR
@@ -523,8 +541,12 @@ def _time_arith(op: str, a: Value, b: Value) -> Value:
         return ERROR
     if op == "/":
         if ta is RelTime and _is_num(b):
+            # relative times are plain IEEE reals: dividing by zero gives an infinity or NaN
             if b == 0:
-                return ERROR
+                x = float(a.secs)
+                if x == 0.0 or x != x:
+                    return RelTime(math.nan)
+                return RelTime(math.copysign(_INF, x) * math.copysign(1.0, float(b)))
             return RelTime(a.secs / b)
         return ERROR
     return ERROR
@@ -567,8 +589,10 @@ def identical(a: Value, b: Value) -> Value:
     """``=?=``: same type and same value (strings case-sensitively); never undefined."""
     ta = type(a)
     tb = type(b)
-    if ta is list or tb is list or _is_ad(a) or _is_ad(b):
-        return ERROR
+    if ta is list:
+        return ERROR if tb is list else False
+    if _is_ad(a):
+        return ERROR if _is_ad(b) else False
     if ta is not tb:
         return False
     if ta is float:
@@ -590,8 +614,12 @@ def bitwise(op: str, a: Value, b: Value) -> Value:
         n = b & 63
         if op == "<<":
             return wrap_int(a << n)
-        if op == ">>":
+        if a >= 0:
             return a >> n
+        if op == ">>":
+            # HTCondor shifts a negative number bit by bit: no shift for a count <= 0, and a count
+            # past the width leaves only the sign
+            return a if b <= 0 else a >> min(b, 63)
         # >>>: arithmetic shift, then clear the bits that came in from the sign
         mask = ~wrap_int(-1 << ((64 - n) & 63))
         return (a >> n) & mask
@@ -609,8 +637,8 @@ _BITWISE = frozenset(("&", "|", "^", "<<", ">>", ">>>"))
 
 def _compile_binary(node: BinaryOp) -> Closure:
     op = node.op
-    lf = node.left.ev
-    rf = node.right.ev
+    lf = _fn(node.left)
+    rf = _fn(node.right)
     if op == "&&" or op == "||":
         return _compile_logical(op, lf, rf)
     if op == "=?=":
@@ -731,7 +759,7 @@ _NUM = frozenset((int, float, bool))
 
 def _compile_unary(node: UnaryOp) -> Closure:
     op = node.op
-    f = node.operand.ev
+    f = _fn(node.operand)
     if op == "!":
 
         def not_(st: EvalState) -> Value:
@@ -799,8 +827,9 @@ def evaluate_node(
     root = scope if target is None else None
     st = EvalState(scope, scope, target, root, now, clock)
     try:
-        return node.ev(st)
+        return _fn(node)(st)
     except RecursionError:
+        # deeper than any real policy: a chain of tens of thousands of operators
         return ERROR
 
 

@@ -611,10 +611,33 @@ FUNCTIONS: dict[str, FunctionType] = {
     "countmatches": fn_countmatches,
 }
 
-from .functions_strings import STRING_FUNCTIONS  # noqa: E402  (registry assembled in order)
+from .functions_argsenv import ARGSENV_FUNCTIONS  # noqa: E402  (registry assembled in order)
+from .functions_strings import STRING_FUNCTIONS  # noqa: E402
 from .functions_time import TIME_FUNCTIONS  # noqa: E402
 
 FUNCTIONS.update(STRING_FUNCTIONS)
 FUNCTIONS.update(TIME_FUNCTIONS)
+FUNCTIONS.update(ARGSENV_FUNCTIONS)
+
+
+def _total(fn: FunctionType) -> FunctionType:
+    """``fn`` made total: an unexpected Python exception inside it gives ``error``.
+
+    Running out of stack is left to propagate, so that the evaluation as a whole gives up at once.
+    """
+    def call(st: Any, args: Sequence[Any]) -> Value:
+        try:
+            return fn(st, args)
+        except RecursionError:
+            raise
+        except Exception:
+            return ERROR
+    call.__name__ = getattr(fn, "__name__", "call")
+    call.__doc__ = fn.__doc__
+    call.__wrapped__ = fn  # type: ignore[attr-defined]
+    return call
+
+
+FUNCTIONS = {name: _total(fn) for name, fn in FUNCTIONS.items()}
 
 __all__ = ["FUNCTIONS"]

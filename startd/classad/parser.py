@@ -22,8 +22,8 @@ MAX_DEPTH = 1000
 # Parsing, compiling and evaluating are recursive; CPython 3.11 runs Python-to-Python calls without
 # growing the C stack, so a higher limit than the default 1000 is safe and lets deep (but legal)
 # expressions through.
-if sys.getrecursionlimit() < 20000:
-    sys.setrecursionlimit(20000)
+if sys.getrecursionlimit() < 30000:
+    sys.setrecursionlimit(30000)
 
 
 class ClassAdSyntaxError(ValueError):
@@ -74,6 +74,7 @@ _TOKEN_RE = re.compile(
     r"""
     (?P<ws>[ \t\r\n\f\v]+|//[^\n]*|/\*.*?\*/|\#[^\n]*)
   | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<neg>-(?=[0-9]|\.[0-9]))
   | (?P<real>(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)
   | (?P<int>[1-9]\d*|0[xX][0-9a-fA-F]+|0[0-7]*)
   | (?P<op>>>>|=\?=|=!=|<<|>>|<=|>=|==|!=|&&|\|\||\?:|[-+*/%<>=!~&|^?:.,;()\[\]{}])
@@ -84,6 +85,9 @@ _TOKEN_RE = re.compile(
     re.VERBOSE | re.DOTALL,
 )
 
+_OPERAND_END = frozenset(("int", "real", "str", "name", "qname", "kw"))
+_CLOSERS = frozenset((")", "]", "}"))
+
 _KEYWORDS = {"true": True, "false": False, "undefined": UNDEFINED, "error": ERROR}
 _WORD_OPS = {"is": "=?=", "isnt": "=!="}
 
@@ -91,13 +95,14 @@ _ESCAPES = {"n": "\n", "t": "\t", "b": "\b", "r": "\r", "f": "\f", "v": "\v", "a
 _OCTAL_RE = re.compile(r"[0-7]{1,3}")
 
 
-def _int_literal(text: str, negative: bool = False) -> int:
-    """Convert integer literal text as HTCondor does: a value outside 64 bits becomes 0."""
-    if text[:2] in ("0x", "0X"):
+def _int_literal(text: str) -> int:
+    """Convert integer literal text (with its sign) as HTCondor does: a value outside 64 bits becomes 0."""
+    digits = text.lstrip("-")
+    if digits[:2] in ("0x", "0X"):
         return 0  # read as decimal: the conversion stops at the 'x'
+    if len(digits.lstrip("0")) > 19:
+        return 0  # certainly outside 64 bits
     v = int(text, 10)
-    if negative:
-        v = -v
     if v < INT64_MIN or v > INT64_MAX:
         return 0
     return v
@@ -167,9 +172,22 @@ def tokenize(text: str, old: bool = False) -> list[tuple[str, Any, int]]:
     append = toks.append
     keywords = _KEYWORDS
     word_ops = _WORD_OPS
+    negative = -1  # position of a minus that starts a negative number literal
     for m in _TOKEN_RE.finditer(text):
         kind = m.lastgroup
         if kind == "ws":
+            continue
+        if kind == "neg":
+            # HTCondor's lexer reads "-1" as one negative literal unless it follows an operand
+            # ("2 -1" is a subtraction); "- 1" is always the unary minus operator.
+            if toks and (toks[-1][0] in _OPERAND_END or (toks[-1][0] == "op" and toks[-1][1] in _CLOSERS)):
+                append(("op", "-", m.start()))
+            else:
+                negative = m.start()
+            continue
+        if negative >= 0:
+            append((kind, "-" + m.group(), negative))
+            negative = -1
             continue
         if kind == "name":
             word = m.group()
@@ -207,6 +225,7 @@ def tokenize(text: str, old: bool = False) -> list[tuple[str, Any, int]]:
 _FAST_RE = re.compile(
     r"""[ \t\r\n\f\v]+|//[^\n]*|/\*.*?\*/|\#[^\n]*
   | ([A-Za-z_][A-Za-z0-9_]*)
+  | (-(?=[0-9]|\.[0-9]))
   | ((?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)
   | ([1-9]\d*|0[xX][0-9a-fA-F]+|0[0-7]*)
   | (>>>|=\?=|=!=|<<|>>|<=|>=|==|!=|&&|\|\||\?:|[-+*/%<>=!~&|^?:.,;()\[\]{}])
@@ -224,7 +243,18 @@ def tokenize_fast(text: str) -> list[tuple[str, Any, int]] | None:
     append = toks.append
     keywords = _KEYWORDS
     word_ops = _WORD_OPS
-    for name, real, integer, op, string, bad in _FAST_RE.findall(text):
+    negative = False
+    for name, neg, real, integer, op, string, bad in _FAST_RE.findall(text):
+        if neg:
+            if toks and (toks[-1][0] in _OPERAND_END or (toks[-1][0] == "op" and toks[-1][1] in _CLOSERS)):
+                append(("op", "-", 0))
+            else:
+                negative = True
+            continue
+        if negative:
+            append(("int" if integer else "real", "-" + (integer or real), 0))
+            negative = False
+            continue
         if op:
             append(("op", op, 0))
         elif name:
@@ -340,15 +370,11 @@ class Parser:
         try:
             cond = self.binary(2)
             t = self.toks[self.i]
-            if t[0] == "op":
-                if t[1] == "?":
-                    self.i += 1
-                    then = self.expr()
-                    self.expect_op(":")
-                    return Conditional(cond, then, self.expr())
-                if t[1] == "?:":
-                    self.i += 1
-                    return Conditional(cond, None, self.expr())
+            if t[0] == "op" and t[1] == "?":
+                self.i += 1
+                then = self.expr()
+                self.expect_op(":")
+                return Conditional(cond, then, self.expr())
             return cond
         finally:
             self.depth -= 1
@@ -361,7 +387,7 @@ class Parser:
         else:
             left = self.primary()
             t = toks[self.i]
-            if t[0] == "op" and (t[1] == "." or t[1] == "["):
+            if t[0] == "op" and (t[1] == "." or t[1] == "[" or t[1] == "?:"):
                 left = self.postfix(left)
         prec_of = BINARY_PRECEDENCE.get
         while True:
@@ -382,23 +408,16 @@ class Parser:
             if self.depth > MAX_DEPTH:
                 raise self.error("expression nested too deeply")
             try:
-                if t[1] == "-":
-                    nt = self.toks[self.i]
-                    # HTCondor folds a minus into the number literal that follows it
-                    if nt[0] == "int" or nt[0] == "real":
-                        self.i += 1
-                        return self.postfix(self._number(nt, negative=True))
                 operand = self.unary()
             finally:
                 self.depth -= 1
             return UnaryOp(t[1], operand)
         return self.postfix(self.primary())
 
-    def _number(self, t: tuple[str, Any, int], negative: bool = False) -> Literal:
+    def _number(self, t: tuple[str, Any, int]) -> Literal:
         if t[0] == "int":
-            return Literal(_int_literal(t[1], negative))
-        v = float(t[1])
-        return Literal(-v if negative else v)
+            return Literal(_int_literal(t[1]))
+        return Literal(float(t[1]))
 
     def postfix(self, node: Node) -> Node:
         toks = self.toks
@@ -420,6 +439,11 @@ class Parser:
                 idx = self.expr()
                 self.expect_op("]")
                 node = Subscript(node, idx)
+            elif t[1] == "?:":
+                # HTCondor parses the elvis operator as a postfix operator whose right operand is
+                # itself a postfix expression: it binds tighter than every unary or binary operator.
+                self.i += 1
+                node = Conditional(node, None, self.postfix(self.primary()))
             else:
                 return node
 
@@ -433,7 +457,7 @@ class Parser:
                 args: list[Node] = []
                 if not self.at_op(")"):
                     args.append(self.expr())
-                    while self.at_op(","):
+                    while self.at_op(",") or self.at_op(";"):
                         self.i += 1
                         args.append(self.expr())
                 self.expect_op(")")
@@ -483,6 +507,9 @@ class Parser:
         seen: dict[str, int] = {}
         while True:
             t = self.toks[self.i]
+            if t[0] == "op" and t[1] == ";":
+                self.i += 1  # empty statements are allowed
+                continue
             if t[0] == "op" and t[1] == "]":
                 self.i += 1
                 return RecordExpr(attrs)

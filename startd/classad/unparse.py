@@ -89,7 +89,7 @@ def _abstime_text(t: AbsTime) -> str:
     try:
         tm = _time.gmtime(secs + off)
     except (OverflowError, OSError, ValueError):
-        return f"absTime({secs!r})"
+        return f"absTime({format_real(float(secs)) if isinstance(secs, float) else secs})"
     sign = "+" if off >= 0 else "-"
     a = abs(off)
     return 'absTime("%04d-%02d-%02dT%02d:%02d:%02d%s%02d:%02d")' % (
@@ -99,7 +99,7 @@ def _abstime_text(t: AbsTime) -> str:
 
 def _reltime_text(t: RelTime) -> str:
     secs = t.secs
-    if secs == int(secs):
+    if math.isfinite(secs) and secs == int(secs):
         return f"relTime({int(secs)})"
     return f"relTime({format_real(float(secs))})"
 
@@ -146,7 +146,7 @@ def _prec(node: Node) -> int:
     if t is BinaryOp:
         return BINARY_PRECEDENCE[node.op]
     if t is Conditional:
-        return _COND_PREC
+        return _POSTFIX_PREC if node.then is None else _COND_PREC
     if t is UnaryOp:
         return _UNARY_PREC
     if t is Literal:
@@ -181,13 +181,15 @@ def _unparse(node: Node, min_prec: int, old: bool) -> str:
         return f"{_wrap(node.left, p, old)} {op} {_wrap(node.right, p + 1, old)}"
     if t is UnaryOp:
         inner = _wrap(node.operand, _UNARY_PREC, old)
-        if node.op in "-+" and (inner.startswith(node.op) or (type(node.operand) is Literal and node.op == "-")):
-            inner = f"({inner})" if not inner.startswith("(") else inner
+        if inner[:1] in "+-.0123456789":
+            # "- 1" stays an operator applied to 1 (without the space "-1" would read as one literal)
+            return f"{node.op} {inner}"
         return f"{node.op}{inner}"
     if t is Conditional:
-        cond = _wrap(node.cond, _COND_PREC + 1, old)
         if node.then is None:
-            return f"{cond} ?: {_wrap(node.other, _COND_PREC, old)}"
+            # elvis is a postfix operator: both operands must be postfix expressions
+            return f"{_wrap(node.cond, _POSTFIX_PREC, old)} ?: {_wrap(node.other, _POSTFIX_PREC, old)}"
+        cond = _wrap(node.cond, _COND_PREC + 1, old)
         return f"{cond} ? {_wrap(node.then, _COND_PREC, old)} : {_wrap(node.other, _COND_PREC, old)}"
     if t is Paren:
         return f"({_unparse(node.inner, 0, old)})"

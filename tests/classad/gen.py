@@ -268,7 +268,7 @@ class ExprGen:
             # Selection from a record, or from a list literal (which selects in every item). A list
             # made by a function is never the base: classad2 crashes on that (see
             # test_known_differences.py).
-            base = self.sub("record", depth) if self.chance(0.7) else self.pick(
+            base = self.g_record(depth + 1, self.chance(0.5)) if self.chance(0.7) else self.pick(
                 ["{ [ a = 1 ], [ a = 2; x = 3 ], 4 }", "Mixed", "{ }"])
             return f"{self.paren(base, 1.0)}.{self.pick(['a', 'x', 'Memory', 'nope'])}"
         return self.pick(["Mixed[4]", "Mixed[5]", "Nested.d.f", "Inner.z", "TARGET.Inner.y",

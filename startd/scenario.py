@@ -1,0 +1,372 @@
+"""Scenario files for ``startd simulate``: their schema, and the checks that make bad input a clear error.
+
+A scenario is YAML (CONTRACTS section 3): a configuration, the simulated host at t=0, a virtual start time
+and a list of steps, each ``at`` seconds after the start and carrying exactly one action. The models refuse
+unknown keys, so a typo never silently does nothing; :func:`load` turns every problem into a
+:class:`ScenarioError` whose message names the file, the step index and the key.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .classad import ClassAd, ClassAdSyntaxError, parse_ad, parse_expr
+
+STATES = ("Owner", "Unclaimed", "Matched", "Claimed", "Preempting", "Backfill", "Drained")
+ACTIVITIES = ("Idle", "Benchmarking", "Busy", "Suspended", "Retiring", "Vacating", "Killing")
+
+# The step keys that carry an action, in the order the contract lists them; every step holds exactly one.
+COMMANDS = ("match", "claim", "activate", "keepalive", "release", "vacate", "drain", "cancel_drain",
+            "reconfig", "shutdown")
+# ``cron`` and ``backfill_exit`` stand for what the daemon's cron jobs and backfill client do on their own.
+ACTIONS = ("host",) + COMMANDS + ("snapshot", "expect", "expect_attrs", "cron", "backfill_exit")
+
+DEFAULT_START = "2026-01-05T08:00:00Z"  # a Monday morning: deterministic when a scenario names none
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be run; the message names where (file, step index, key)."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=False)
+
+
+class HostSpec(_Model):
+    """The simulated machine. At t=0 every key sets a starting value; in a step it changes one."""
+
+    cpus: int | None = Field(default=None, ge=1, le=4096)
+    memory: int | None = Field(default=None, ge=1)
+    disk: int | None = Field(default=None, ge=0)
+    swap: int | None = Field(default=None, ge=0)
+    load_avg: float | None = Field(default=None, ge=0)
+    keyboard_idle: float | None = Field(default=None, ge=0)
+    console_idle: float | None = Field(default=None, ge=0)
+    keyboard_active: bool | None = None
+
+    @field_validator("load_avg", "keyboard_idle", "console_idle")
+    @classmethod
+    def _finite(cls, v: float | None) -> float | None:
+        if v is not None and not math.isfinite(v):
+            raise ValueError("must be a finite number")
+        return v
+
+
+JobSpec = dict[str, Any] | str
+
+
+class MatchStep(_Model):
+    slot: str
+
+
+class ClaimStep(_Model):
+    slot: str
+    id: str | None = None
+    job: JobSpec | None = None
+    lease: float | None = Field(default=None, gt=0)
+    client: str = ""
+
+
+class ActivateStep(_Model):
+    id: str
+    job: JobSpec | None = None
+    runtime: float | None = Field(default=None, ge=0)  # None: the job runs until it is killed
+    exit_code: int = Field(default=0, ge=0, le=255)
+    vacate_time: float = Field(default=0, ge=0)
+    ignores_sigterm: bool = False
+    load: float = Field(default=1.0, ge=0)
+    # Seconds the job takes to die after a hard kill: 0 (at once) unless it is stuck, as a process in
+    # uninterruptible sleep is; only then does KILLING_TIMEOUT matter.
+    kill_time: float = Field(default=0, ge=0)
+
+
+class ClaimRef(_Model):
+    id: str
+
+
+class VacateStep(_Model):
+    slot: str = ""  # empty: every slot, as condor_vacate with no name
+    fast: bool = False
+
+
+class DrainStep(_Model):
+    how: Literal["graceful", "quick", "fast"] = "graceful"
+    resume_on_completion: bool = False
+    reason: str = ""
+    check: str | None = None
+    start: str | None = None
+
+    @field_validator("check", "start")
+    @classmethod
+    def _expression(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                parse_expr(v)
+            except ClassAdSyntaxError as exc:
+                raise ValueError(f"not a ClassAd expression: {exc}") from None
+        return v
+
+
+class CancelDrainStep(_Model):
+    pass
+
+
+class ReconfigStep(_Model):
+    config: str
+
+
+class ShutdownStep(_Model):
+    how: Literal["graceful", "peaceful", "fast"] = "graceful"
+
+
+class CronStep(_Model):
+    """A startd cron job reports: ``output`` is what the job prints (one ``Attr = value`` a line)."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    name: str
+    output: str
+    slot: str | None = None  # None: every slot
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
+            raise ValueError(f"{v!r} is not a cron job name")
+        return v.upper()
+
+    @field_validator("output")
+    @classmethod
+    def _output(cls, v: str) -> str:
+        text = "\n".join(ln for ln in v.splitlines() if ln.strip() and not ln.strip().startswith("-"))
+        try:
+            parse_ad(text)
+        except ClassAdSyntaxError as exc:
+            raise ValueError(f"not ClassAd attributes: {exc}") from None
+        return text
+
+    @property
+    def ad(self) -> ClassAd:
+        return parse_ad(self.output)
+
+
+class Step(_Model):
+    """One line of the script: ``at`` and exactly one action key."""
+
+    at: float
+    host: HostSpec | None = None
+    match: MatchStep | None = None
+    claim: ClaimStep | None = None
+    activate: ActivateStep | None = None
+    keepalive: ClaimRef | None = None
+    release: ClaimRef | None = None
+    vacate: VacateStep | None = None
+    drain: DrainStep | None = None
+    cancel_drain: CancelDrainStep | None = None
+    reconfig: ReconfigStep | None = None
+    shutdown: ShutdownStep | None = None
+    snapshot: bool | str | list[str] | None = None
+    expect: dict[str, str] | None = None
+    expect_attrs: dict[str, dict[str, Any]] | None = None
+    cron: CronStep | None = None
+    backfill_exit: bool | None = None
+
+    @field_validator("at")
+    @classmethod
+    def _at_in_range(cls, v: float) -> float:
+        if not math.isfinite(v) or v < 0:
+            raise ValueError("must be a finite number of seconds, 0 or more")
+        return v
+
+    @field_validator("expect")
+    @classmethod
+    def _expect_values(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        if v is None:
+            return v
+        out = {}
+        for slot, want in v.items():
+            out[slot] = normalise_expected(want)
+        return out
+
+    @model_validator(mode="after")
+    def _one_action(self) -> "Step":
+        present = [k for k in ACTIONS if getattr(self, k) is not None]
+        if len(present) != 1:
+            raise ValueError(f"a step needs exactly one action ({', '.join(ACTIONS)}); "
+                             f"found {', '.join(present) if present else 'none'}")
+        return self
+
+    @property
+    def action(self) -> str:
+        """The name of the step's action key."""
+        return next(k for k in ACTIONS if getattr(self, k) is not None)
+
+    @property
+    def body(self) -> Any:
+        return getattr(self, self.action)
+
+
+class Scenario(_Model):
+    """A whole scenario file."""
+
+    name: str | None = None
+    config: str | None = None
+    config_file: str | None = None
+    host: HostSpec = HostSpec()
+    start: str | _dt.datetime | _dt.date | float | None = None
+    steps: list[Step] = []
+
+    @model_validator(mode="after")
+    def _one_config(self) -> "Scenario":
+        if self.config is not None and self.config_file is not None:
+            raise ValueError("give either config or config_file, not both")
+        return self
+
+    def start_epoch(self) -> float:
+        """The virtual wall clock at t=0, in seconds since the epoch."""
+        return parse_start(self.start if self.start is not None else DEFAULT_START)
+
+
+def normalise_expected(want: str) -> str:
+    """Check an ``expect`` value (``State/Activity``, ``State`` or ``absent``) and spell it canonically."""
+    if not isinstance(want, str):
+        raise ValueError(f"{want!r}: expected 'State/Activity' or 'absent'")
+    text = want.strip()
+    if text.lower() == "absent":
+        return "absent"
+    state, _, activity = text.partition("/")
+    st = next((s for s in STATES if s.lower() == state.strip().lower()), None)
+    if st is None:
+        raise ValueError(f"{want!r}: unknown state {state.strip()!r} (one of {', '.join(STATES)}, or absent)")
+    if not _:
+        return st
+    act = next((a for a in ACTIVITIES if a.lower() == activity.strip().lower()), None)
+    if act is None:
+        raise ValueError(f"{want!r}: unknown activity {activity.strip()!r} (one of {', '.join(ACTIVITIES)})")
+    return f"{st}/{act}"
+
+
+def parse_start(value: str | _dt.datetime | _dt.date | float) -> float:
+    """``start:`` as seconds since the epoch: an ISO 8601 time (UTC unless it says), a date, or a number."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        try:
+            value = _dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"start: {value!r} is not an ISO 8601 time such as {DEFAULT_START}") from None
+    if isinstance(value, _dt.date) and not isinstance(value, _dt.datetime):
+        value = _dt.datetime(value.year, value.month, value.day)
+    assert isinstance(value, _dt.datetime)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=_dt.timezone.utc)
+    return value.timestamp()
+
+
+def job_ad(spec: JobSpec, where: str) -> ClassAd:
+    """The job ClassAd a step describes. Scalars are literals; a string that begins with ``=`` is an
+    expression; a string as the whole job is a ClassAd in either syntax."""
+    if isinstance(spec, str):
+        try:
+            return parse_ad(spec)
+        except ClassAdSyntaxError as exc:
+            raise ScenarioError(f"{where}: not a ClassAd: {exc}") from None
+    ad = ClassAd()
+    for name, value in spec.items():
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ScenarioError(f"{where}.{name}: not a ClassAd attribute name")
+        if isinstance(value, str) and value.startswith("="):
+            try:
+                ad.set_expr(name, value[1:])
+            except ClassAdSyntaxError as exc:
+                raise ScenarioError(f"{where}.{name}: not a ClassAd expression: {exc}") from None
+            continue
+        if isinstance(value, (_dt.datetime, _dt.date)):
+            value = str(value)
+        try:
+            ad[name] = value
+        except (TypeError, ValueError) as exc:
+            raise ScenarioError(f"{where}.{name}: {exc}") from None
+    return ad
+
+
+def _loc(loc: tuple[Any, ...], data: Any) -> str:
+    """A pydantic error location as ``steps[3] (at 45, claim): claim.idd``."""
+    parts: list[str] = []
+    head = ""
+    i = 0
+    if len(loc) >= 2 and loc[0] == "steps" and isinstance(loc[1], int):
+        idx = loc[1]
+        step = data.get("steps", [])[idx] if isinstance(data, dict) and isinstance(data.get("steps"), list) else None
+        what = ""
+        if isinstance(step, dict):
+            keys = [k for k in step if k in ACTIONS]
+            at = step.get("at")
+            what = f" (at {at}{', ' + keys[0] if keys else ''})"
+        head = f"steps[{idx}]{what}"
+        i = 2
+    for p in loc[i:]:
+        # pydantic names the branch of a union it tried (dict[str,any], str, ...): not the user's key
+        if isinstance(p, str) and ("[" in p or p in ("str", "int", "float", "bool", "list[str]")):
+            continue
+        parts.append(f"[{p}]" if isinstance(p, int) else str(p))
+    tail = ".".join(parts).replace(".[", "[")
+    if head and tail:
+        return f"{head}: {tail}"
+    return head or tail or "scenario"
+
+
+def _message(err: dict[str, Any]) -> str:
+    if err["type"] == "extra_forbidden":
+        return "unknown key"
+    if err["type"] == "missing":
+        return "missing"
+    msg = str(err["msg"])
+    return msg.removeprefix("Value error, ")
+
+
+def validate(data: Any, source: str = "<scenario>") -> Scenario:
+    """Build the :class:`Scenario` from parsed YAML; raises :class:`ScenarioError` naming the place."""
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: a scenario is a YAML mapping (name, config, host, start, steps)")
+    try:
+        sc = Scenario.model_validate(data)
+    except ValidationError as exc:
+        seen: list[str] = []
+        for err in exc.errors():
+            line = f"{_loc(tuple(err['loc']), data)}: {_message(err)}"
+            if line not in seen:
+                seen.append(line)
+        raise ScenarioError(f"{source}: " + "; ".join(seen[:5])) from None
+    try:
+        sc.start_epoch()
+    except ValueError as exc:
+        raise ScenarioError(f"{source}: {exc}") from None
+    return sc
+
+
+def load(path: str | Path) -> Scenario:
+    """Read and check a scenario file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    try:
+        # libyaml's loader when it is there: a day's scenario has thousands of steps
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
+        raise ScenarioError(f"{where}: not YAML: {getattr(exc, 'problem', None) or exc}") from None
+    return validate(data, str(p))

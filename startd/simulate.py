@@ -1,0 +1,743 @@
+"""``startd simulate``: run a scenario against the engine on a virtual clock.
+
+This is the second shell around the pure engine (the first is the daemon). Where the daemon has a real
+clock, psutil and real processes, this shell has a clock that jumps straight to the next thing that
+happens, a host whose facts the scenario scripts, and simulated jobs that run for a stated time. So a day
+of a machine's life runs in seconds and every run of a scenario prints the same timeline.
+
+What happens at one instant, in order: jobs that end then, the engine's timers that are due, then the
+scenario's steps at that time in file order. The host is sampled when a ``host`` step changes it; the
+engine carries idle times forward itself (they grow with the clock), as it notices a sample only at its
+next evaluation. Every event the engine reports is printed as it happens: a readable timeline, or with
+``--json`` one JSON object a line (CONTRACTS section 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import re
+import sys
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence, TextIO
+
+from . import scenario as sc
+from .classad import ERROR, UNDEFINED, AbsTime, ClassAd, Expr, RelTime, format_value, parse_expr
+from .classad.jsonform import dumps as _classad_json_dumps
+from .classad.jsonform import value_to_json_obj
+from .config.errors import ConfigError
+from .engine import events as ev
+
+MACHINE = "simulated.localdomain"  # the simulated host's name: the same on every machine that runs it
+
+# What a simulated job's signals are, for JobExited.signal.
+_SIGNALS = {"SIGTERM": 15, "SIGKILL": 9, "SIGINT": 2, "SIGQUIT": 3, "SIGHUP": 1, "SIGUSR1": 10, "SIGUSR2": 12}
+
+# A well-behaved engine answers a tick with a later wakeup; this many ticks at one instant means it will not.
+_MAX_TICKS_AT_ONE_INSTANT = 1000
+
+# The attributes a human-readable snapshot shows for each slot (the JSON form carries them all).
+_SNAPSHOT_SUMMARY = ("State", "Activity", "Cpus", "Memory", "LoadAvg", "CondorLoadAvg", "KeyboardIdle",
+                     "RemoteOwner", "Start")
+
+# Mips and KFlops a simulated benchmark run reports; fixed, so runs are reproducible.
+BENCHMARK_RESULTS = {"Mips": 20000, "KFlops": 1500000}
+
+EngineFactory = Callable[..., Any]
+
+
+class SimulationError(RuntimeError):
+    """The engine misbehaved in a way the simulation cannot continue from."""
+
+
+@dataclass
+class JobParams:
+    """How the job of an activation behaves, from its ``activate`` step."""
+
+    runtime: float | None = None
+    exit_code: int = 0
+    vacate_time: float = 0.0
+    ignores_sigterm: bool = False
+    load: float = 1.0
+    kill_time: float = 0.0
+
+
+@dataclass
+class SimJob:
+    """A running simulated job: it needs ``remaining`` seconds of unsuspended time to finish."""
+
+    claim_id: str
+    slot: str
+    params: JobParams
+    remaining: float | None  # None: runs until killed
+    resumed_at: float | None  # when it last started running; None while suspended
+    kill_at: float | None = None  # when it gives in to a soft kill (or was hard-killed)
+    kill_signal: int = 15
+
+    def exit_due(self) -> float | None:
+        """When the job will end by itself (None: not while nothing changes)."""
+        natural = None
+        if self.remaining is not None and self.resumed_at is not None:
+            natural = self.resumed_at + self.remaining
+        if self.kill_at is None:
+            return natural
+        return self.kill_at if natural is None else min(natural, self.kill_at)
+
+
+class Host:
+    """The scripted machine. Idle times grow with the clock unless the keyboard is active."""
+
+    def __init__(self, spec: sc.HostSpec, t0: float) -> None:
+        self.cpus = spec.cpus if spec.cpus is not None else 1
+        self.memory = spec.memory if spec.memory is not None else 4096
+        self.disk = spec.disk if spec.disk is not None else 10_000_000
+        self.swap = spec.swap if spec.swap is not None else 2_000_000
+        self.load_avg = spec.load_avg if spec.load_avg is not None else 0.0
+        self.active = bool(spec.keyboard_active)
+        # idle time = base + (now - since); a machine nobody touched has been idle for an hour
+        self.kbd_base = spec.keyboard_idle if spec.keyboard_idle is not None else 3600.0
+        self.con_base = spec.console_idle if spec.console_idle is not None else self.kbd_base
+        self.kbd_since = self.con_since = t0
+
+    def apply(self, spec: sc.HostSpec, now: float) -> None:
+        """A ``host`` step: change what it names, at ``now``."""
+        if spec.cpus is not None:
+            self.cpus = spec.cpus
+        if spec.memory is not None:
+            self.memory = spec.memory
+        if spec.disk is not None:
+            self.disk = spec.disk
+        if spec.swap is not None:
+            self.swap = spec.swap
+        if spec.load_avg is not None:
+            self.load_avg = spec.load_avg
+        if spec.keyboard_active is not None:
+            if self.active and not spec.keyboard_active:
+                # the owner just stopped typing: idle time counts from now
+                self.kbd_base = self.con_base = 0.0
+                self.kbd_since = self.con_since = now
+            self.active = spec.keyboard_active
+        if spec.keyboard_idle is not None:
+            self.kbd_base, self.kbd_since = spec.keyboard_idle, now
+        if spec.console_idle is not None:
+            self.con_base, self.con_since = spec.console_idle, now
+
+    def keyboard_idle(self, now: float) -> float:
+        return 0.0 if self.active else self.kbd_base + (now - self.kbd_since)
+
+    def console_idle(self, now: float) -> float:
+        return 0.0 if self.active else self.con_base + (now - self.con_since)
+
+    def sample(self, now: float, full: bool = False) -> ev.HostSample:
+        """What a sampler would measure now; ``full`` also repeats the static facts."""
+        if not full:
+            return ev.HostSample(now=now, load_avg=self.load_avg, keyboard_idle=self.keyboard_idle(now),
+                                 console_idle=self.console_idle(now), keyboard_active=self.active)
+        return ev.HostSample(now=now, load_avg=self.load_avg, keyboard_idle=self.keyboard_idle(now),
+                             console_idle=self.console_idle(now), memory=self.memory, disk=self.disk,
+                             swap=self.swap, cpus=self.cpus, keyboard_active=self.active)
+
+
+def _num(t: float) -> int | float:
+    """Seconds for printing: an integer when whole."""
+    r = round(t, 6)
+    return int(r) if r == int(r) else r
+
+
+def _json_value(v: Any) -> Any:
+    """An evaluated ClassAd value as JSON data (undefined null, error ``/Expr(error)/``)."""
+    return value_to_json_obj(v)
+
+
+def _same_value(actual: Any, expected: Any) -> bool:
+    """Exact comparison of an evaluated value with one written in YAML (types matter: true is not 1)."""
+    if expected is None:
+        return actual is UNDEFINED
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return type(expected) is bool and type(actual) is bool and actual == expected
+    if isinstance(expected, (int, float)):
+        if isinstance(actual, (AbsTime, RelTime)):
+            actual = float(actual)
+        return isinstance(actual, (int, float)) and abs(actual - expected) <= 1e-9 * max(1.0, abs(expected))
+    if isinstance(expected, str):
+        return isinstance(actual, str) and actual == expected
+    if isinstance(expected, list):
+        return (isinstance(actual, list) and len(actual) == len(expected)
+                and all(_same_value(a, e) for a, e in zip(actual, expected)))
+    if isinstance(expected, dict):
+        return (isinstance(actual, ClassAd) and len(actual) == len(expected)
+                and all(k in actual and _same_value(actual.evaluate(k), v) for k, v in expected.items()))
+    return False
+
+
+def _show_value(v: Any) -> str:
+    if isinstance(v, (AbsTime, RelTime)) or v is UNDEFINED or v is ERROR or isinstance(v, (bool, int, float, str, list, ClassAd)):
+        try:
+            return format_value(v)
+        except Exception:  # a value the printer does not know: show Python's view of it
+            return repr(v)
+    return json.dumps(v)
+
+
+class Simulator:
+    """Runs one scenario. ``emit`` receives every event (a dict in the JSON form) as it happens."""
+
+    def __init__(self, scenario: sc.Scenario, base_dir: Path, emit: Callable[[dict[str, Any]], None],
+                 engine_factory: EngineFactory | None = None, source: str = "<scenario>") -> None:
+        self.sc = scenario
+        self.base_dir = base_dir
+        self.emit_event = emit
+        self.source = source
+        self.t0 = scenario.start_epoch()
+        self.now = self.t0
+        if engine_factory is None:
+            from .engine import Engine
+
+            engine_factory = Engine
+        self.engine_factory = engine_factory
+        self.host = Host(scenario.host, self.t0)
+        self.jobs: dict[str, SimJob] = {}
+        self.activation: dict[str, JobParams] = {}  # claim id -> how its current job behaves
+        self.known_slots: set[str] = set()
+        self.backfill_running = False
+        self.expect_total = 0
+        self.expect_failed = 0
+        self._followups: deque[ev.Input] = deque()
+        self._step: int | None = None  # the command step whose reply is awaited
+        self._replied = False
+        self._prepare()
+
+    # --- checks before anything runs ----------------------------------------------------------
+
+    def _where(self, i: int) -> str:
+        st = self.sc.steps[i]
+        return f"{self.source}: steps[{i}] (at {_num(st.at)}, {st.action})"
+
+    def _prepare(self) -> None:
+        """Read the configuration(s) and job ads, and check claim ids, before the clock starts."""
+        from . import config
+
+        if self.sc.config_file is not None:
+            path = (self.base_dir / self.sc.config_file).resolve()
+            if not path.is_file():
+                raise sc.ScenarioError(f"{self.source}: config_file: {path} does not exist")
+            base = f"include : {path}\n"
+        else:
+            base = self.sc.config or ""
+        h = self.host
+        # The detected facts are the simulated host's, so a scenario runs the same on every machine.
+        detected = (f"DETECTED_CPUS = {h.cpus}\nDETECTED_CPUS_LIMIT = {h.cpus}\nDETECTED_CORES = {h.cpus}\n"
+                    f"DETECTED_PHYSICAL_CPUS = {h.cpus}\nDETECTED_MEMORY = {h.memory}\n")
+        self._config_text = detected + base
+        self._env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
+        try:
+            self.conf = config.load(text=self._config_text, env=self._env, seed=0)
+        except config.ConfigError as exc:
+            raise sc.ScenarioError(f"{self.source}: config: {exc}") from None
+        self.reconfigs: dict[int, Any] = {}
+        self.jobs_of_step: dict[int, ClassAd | None] = {}
+        order = sorted(range(len(self.sc.steps)), key=lambda i: (self.sc.steps[i].at, i))
+        self.order = order
+        text = self._config_text
+        claimed: set[str] = set()
+        for i in order:
+            st = self.sc.steps[i]
+            a, body = st.action, st.body
+            where = self._where(i)
+            if a == "reconfig":
+                text = text + "\n" + body.config + "\n"
+                try:
+                    self.reconfigs[i] = config.load(text=text, env=self._env, seed=0)
+                except config.ConfigError as exc:
+                    raise sc.ScenarioError(f"{where}: reconfig.config: {exc}") from None
+            elif a in ("claim", "activate"):
+                self.jobs_of_step[i] = None if body.job is None else sc.job_ad(body.job, f"{where}: {a}.job")
+                if a == "claim":
+                    claimed.add(body.id if body.id is not None else self._default_id(i))
+            if a in ("activate", "keepalive", "release") and body.id not in claimed:
+                raise sc.ScenarioError(f"{where}: {a}.id: unknown claim id {body.id!r} "
+                                       f"(no claim step before it has that id)")
+        self.claim_jobs: dict[str, ClassAd | None] = {}
+
+    @staticmethod
+    def _default_id(i: int) -> str:
+        return f"claim{i}"
+
+    def _check_slot(self, i: int, key: str, slot: str) -> None:
+        """A slot a step names must be one the machine has or had, or a dynamic slot of one of them."""
+        if slot in self.known_slots:
+            return
+        m = re.fullmatch(r"(.+)_\d+", slot)
+        if m and m.group(1) in self.known_slots:
+            return
+        names = ", ".join(sorted(self.known_slots)) or "none"
+        raise sc.ScenarioError(f"{self._where(i)}: {key}: unknown slot {slot!r} (the machine has {names})")
+
+    # --- the clock ------------------------------------------------------------------------------
+
+    def rel(self, t: float) -> int | float:
+        return _num(t - self.t0)
+
+    def run(self) -> int:
+        """Run every step; returns 0 when every expectation held, 1 when one failed."""
+        self.engine = self.engine_factory(self.conf, self.host.sample(self.t0, full=True), machine=MACHINE)
+        self._handle_outputs(self.engine.start())
+        self._drain_followups()
+        for i in self.order:
+            target = self.t0 + self.sc.steps[i].at
+            self._advance(target)
+            self.now = target
+            self._do_step(i)
+        return 1 if self.expect_failed else 0
+
+    def _advance(self, target: float) -> None:
+        """Let time pass up to ``target``: jobs end and the engine's timers fire in time order."""
+        same_instant = 0
+        last = None
+        while True:
+            job_t = min((d for d in (j.exit_due() for j in self.jobs.values()) if d is not None), default=None)
+            wake = self.engine.next_wakeup()
+            candidates = [x for x in (job_t, wake) if x is not None]
+            if not candidates:
+                return
+            t = max(min(candidates), self.now)
+            if t > target:
+                return
+            same_instant = same_instant + 1 if t == last else 0
+            if same_instant > _MAX_TICKS_AT_ONE_INSTANT:
+                raise SimulationError(f"the engine keeps asking to be woken at t={self.rel(t)} and never moves on")
+            last = t
+            self.now = t
+            if job_t is not None and job_t <= t:
+                for job in [j for j in self.jobs.values() if (d := j.exit_due()) is not None and d <= t]:
+                    self._job_ends(job)
+                self._drain_followups()
+                continue
+            self._feed(ev.Tick(now=t))
+            self._drain_followups()
+
+    def _feed(self, inp: ev.Input) -> None:
+        self._handle_outputs(self.engine.handle(inp))
+
+    def _drain_followups(self) -> None:
+        while self._followups:
+            self._feed(self._followups.popleft())
+
+    # --- outputs --------------------------------------------------------------------------------
+
+    def _handle_outputs(self, outputs: Sequence[ev.Output]) -> None:
+        for out in outputs:
+            t = self.rel(out.t if out.t is not None else self.now)
+            if isinstance(out, ev.Transition):
+                self.emit_event({"t": t, "event": "transition", "slot": out.slot,
+                                 "from": f"{out.from_state}/{out.from_activity}",
+                                 "to": f"{out.to_state}/{out.to_activity}", "transition": out.number,
+                                 "reason": out.reason})
+            elif isinstance(out, ev.SlotCreated):
+                self.known_slots.add(out.slot)
+                self.emit_event({"t": t, "event": "slot_created", "slot": out.slot, "state": str(out.state),
+                                 "activity": str(out.activity), "parent": out.parent})
+            elif isinstance(out, ev.SlotDeleted):
+                self.emit_event({"t": t, "event": "slot_deleted", "slot": out.slot})
+            elif isinstance(out, ev.Reply):
+                if self._step is not None and out.request == self._step and not self._replied:
+                    self._replied = True
+                    self._emit_reply(out.t, out.accepted, out.claim_id, out.slot, out.error)
+            elif isinstance(out, ev.JobCommand):
+                self._job_command(out)
+            elif isinstance(out, ev.RunBenchmarks):
+                self._followups.append(ev.BenchmarksDone(now=self.now, attrs=dict(BENCHMARK_RESULTS)))
+            elif isinstance(out, ev.BackfillCommand):
+                # the simulated backfill client runs until it is killed, and dies at once when it is
+                if out.what == "start":
+                    self.backfill_running = True
+                elif self.backfill_running:
+                    self.backfill_running = False
+                    self._followups.append(ev.BackfillExited(now=self.now))
+            # AdChanged, JobEvent and ShutdownComplete need nothing of this shell: the ads are read when
+            # a step asks, and job events are printed from the commands this shell carries out.
+
+    def _emit_reply(self, t: float | None, accepted: bool, claim_id: str, slot: str, reason: str) -> None:
+        i = self._step
+        assert i is not None
+        st = self.sc.steps[i]
+        body = st.body
+        cid = getattr(body, "id", None)
+        if st.action == "claim" and cid is None:
+            cid = self._default_id(i)
+        self.emit_event({"t": self.rel(self.now if t is None else t), "event": "reply", "step": i,
+                         "command": st.action, "accepted": bool(accepted), "id": cid or claim_id or "",
+                         "slot": slot or getattr(body, "slot", "") or "", "reason": reason or ""})
+
+    # --- simulated jobs -------------------------------------------------------------------------
+
+    def _job_command(self, out: ev.JobCommand) -> None:
+        now = self.now
+        job = self.jobs.get(out.claim_id)
+        what = out.what
+        if what == "start":
+            params = self.activation.get(out.claim_id, JobParams())
+            job = SimJob(out.claim_id, out.slot, params, params.runtime, now)
+            self.jobs[out.claim_id] = job
+            self._emit_job(out.slot, "start")
+            self._followups.append(ev.JobStarted(now=now, claim_id=out.claim_id))
+            self._followups.append(ev.JobUsage(now=now, claim_id=out.claim_id, load=params.load))
+            return
+        if job is None:
+            # a command for a job that is already gone: the engine will hear (or has heard) its exit
+            self._emit_job(out.slot, what)
+            return
+        self._emit_job(out.slot, what)
+        if what == "suspend":
+            if job.resumed_at is not None:
+                if job.remaining is not None:
+                    job.remaining = max(0.0, job.remaining - (now - job.resumed_at))
+                job.resumed_at = None
+                self._followups.append(ev.JobUsage(now=now, claim_id=job.claim_id, load=0.0))
+        elif what == "continue":
+            if job.resumed_at is None:
+                job.resumed_at = now
+                self._followups.append(ev.JobUsage(now=now, claim_id=job.claim_id, load=job.params.load))
+        elif what == "soft_kill":
+            if not job.params.ignores_sigterm and job.kill_at is None:
+                job.kill_at = now + job.params.vacate_time
+                job.kill_signal = _SIGNALS.get((out.signal or "SIGTERM").upper(), 15)
+                if job.params.vacate_time == 0:
+                    self._job_ends(job)
+        elif what == "hard_kill":
+            # a job normally dies at once; one stuck in the kernel takes kill_time (KILLING_TIMEOUT's case)
+            deadline = now + job.params.kill_time
+            if job.kill_at is None or deadline <= job.kill_at:
+                job.kill_at, job.kill_signal = deadline, 9
+            if job.kill_at <= now:
+                self._job_ends(job)
+
+    def _job_ends(self, job: SimJob) -> None:
+        """The job is gone: by itself (its exit code) or by a signal."""
+        if self.jobs.get(job.claim_id) is not job:
+            return
+        del self.jobs[job.claim_id]
+        now = self.now
+        natural = None
+        if job.remaining is not None and job.resumed_at is not None:
+            natural = job.resumed_at + job.remaining
+        if job.kill_at is not None and (natural is None or job.kill_at < natural):
+            exited = ev.JobExited(now=now, claim_id=job.claim_id, exit_code=None, signal=job.kill_signal)
+        else:
+            exited = ev.JobExited(now=now, claim_id=job.claim_id, exit_code=job.params.exit_code)
+        self._emit_job(job.slot, "exit")
+        self._followups.append(exited)
+
+    def _emit_job(self, slot: str, what: str) -> None:
+        self.emit_event({"t": self.rel(self.now), "event": "job", "slot": slot, "what": what})
+
+    # --- steps ----------------------------------------------------------------------------------
+
+    def _do_step(self, i: int) -> None:
+        st = self.sc.steps[i]
+        a, body, now = st.action, st.body, self.now
+        if a == "host":
+            self.host.apply(body, now)
+            self._feed(self.host.sample(now, full=True))
+            self._drain_followups()
+            return
+        if a == "snapshot":
+            self._snapshot(i, body)
+            return
+        if a == "cron":
+            self._cron(i, body)
+            return
+        if a == "backfill_exit":
+            if self.backfill_running:
+                self.backfill_running = False
+                self._feed(ev.BackfillExited(now=now))
+                self._drain_followups()
+            return
+        if a == "expect":
+            for slot, want in body.items():
+                self._check_slot(i, f"expect.{slot}", slot)
+                self._expect_state(slot, want)
+            return
+        if a == "expect_attrs":
+            for slot, attrs in body.items():
+                self._check_slot(i, f"expect_attrs.{slot}", slot)
+                for name, want in attrs.items():
+                    self._expect_attr(i, slot, name, want)
+            return
+        cmd = self._command(i, a, body)
+        self._step, self._replied = i, False
+        try:
+            self._feed(cmd)
+            if not self._replied:
+                self._emit_reply(now, False, "", "", "the engine gave no reply")
+                self._replied = True
+        finally:
+            self._step = None
+        self._drain_followups()
+
+    def _command(self, i: int, a: str, body: Any) -> ev.Input:
+        now = self.now
+        if a == "match":
+            self._check_slot(i, "match.slot", body.slot)
+            return ev.Match(now=now, request=i, slot=body.slot)
+        if a == "claim":
+            self._check_slot(i, "claim.slot", body.slot)
+            cid = body.id if body.id is not None else self._default_id(i)
+            job = self.jobs_of_step[i]
+            self.claim_jobs[cid] = job
+            return ev.RequestClaim(now=now, request=i, slot=body.slot, claim_id=cid,
+                                   job=None if job is None else job.copy(), lease=body.lease,
+                                   client=body.client)
+        if a == "activate":
+            job = self.jobs_of_step[i]
+            self.activation[body.id] = JobParams(body.runtime, body.exit_code, body.vacate_time,
+                                                 body.ignores_sigterm, body.load, body.kill_time)
+            return ev.ActivateClaim(now=now, request=i, claim_id=body.id,
+                                    job=None if job is None else job.copy())
+        if a == "keepalive":
+            return ev.Keepalive(now=now, request=i, claim_id=body.id)
+        if a == "release":
+            return ev.ReleaseClaim(now=now, request=i, claim_id=body.id)
+        if a == "vacate":
+            if body.slot:
+                self._check_slot(i, "vacate.slot", body.slot)
+            return ev.Vacate(now=now, request=i, slot=body.slot, fast=body.fast)
+        if a == "drain":
+            return ev.Drain(now=now, request=i, how=body.how, resume_on_completion=body.resume_on_completion,
+                            reason=body.reason, check=body.check, start=body.start)
+        if a == "cancel_drain":
+            return ev.CancelDrain(now=now, request=i)
+        if a == "reconfig":
+            return ev.Reconfig(now=now, request=i, config=self.reconfigs[i])
+        if a == "shutdown":
+            return ev.Shutdown(now=now, request=i, how=body.how)
+        raise AssertionError(a)
+
+    def _cron(self, i: int, body: sc.CronStep) -> None:
+        """A startd cron job's output: its attributes, named with the job's PREFIX, merged into the ads."""
+        if body.slot is not None:
+            self._check_slot(i, "cron.slot", body.slot)
+        prefix = self.conf.get(f"STARTD_CRON_{body.name}_PREFIX") or ""
+        ad = ClassAd()
+        for name in body.ad:
+            node = body.ad.get_node(name)
+            ad[prefix + body.ad.name_of(name)] = Expr(node)  # type: ignore[arg-type]
+        self._feed(ev.CronOutput(now=self.now, name=body.name, ads=[(body.slot, ad)]))
+        self._drain_followups()
+
+    def _slot_names(self) -> list[str]:
+        return list(self.engine.slot_names())
+
+    def _evaluated_ad(self, slot: str) -> dict[str, Any]:
+        ad = self.engine.slot_ad(slot)
+        return {name: _json_value(ad.evaluate(name, now=self.now)) for name in ad}
+
+    def _snapshot(self, i: int, which: bool | str | list[str]) -> None:
+        names = self._slot_names()
+        if isinstance(which, str):
+            which = [which]
+        if isinstance(which, list):
+            for s in which:
+                self._check_slot(i, "snapshot", s)
+            names = [s for s in which if s in names]
+        self.emit_event({"t": self.rel(self.now), "event": "snapshot",
+                         "slots": {s: self._evaluated_ad(s) for s in names}})
+
+    def _actual_state(self, slot: str) -> str:
+        if slot not in self._slot_names():
+            return "absent"
+        state, activity = self.engine.state_of(slot)
+        return f"{getattr(state, 'value', state)}/{getattr(activity, 'value', activity)}"
+
+    def _expect_state(self, slot: str, want: str) -> None:
+        actual = self._actual_state(slot)
+        ok = actual == want if "/" in want or want == "absent" else actual.split("/")[0] == want
+        self._record(ok, {"slot": slot, "expected": want, "actual": actual})
+
+    def _expect_attr(self, i: int, slot: str, name: str, want: Any) -> None:
+        if slot not in self._slot_names():
+            self._record(False, {"slot": slot, "attr": name, "expected": _plain(want), "actual": "absent"})
+            return
+        ad = self.engine.slot_ad(slot)
+        actual = ad.evaluate(name, now=self.now)
+        if isinstance(want, str) and want.startswith("="):
+            try:
+                expected_value = parse_expr(want[1:]).evaluate(ad, now=self.now)
+            except ValueError as exc:
+                raise sc.ScenarioError(f"{self._where(i)}: expect_attrs.{slot}.{name}: {exc}") from None
+            ok = _same_classad_value(actual, expected_value)
+            shown_expected: Any = _json_value(expected_value)
+        else:
+            ok = _same_value(actual, want)
+            shown_expected = _plain(want)
+        self._record(ok, {"slot": slot, "attr": name, "expected": shown_expected, "actual": _json_value(actual)})
+
+    def _record(self, ok: bool, fields: dict[str, Any]) -> None:
+        self.expect_total += 1
+        if not ok:
+            self.expect_failed += 1
+        self.emit_event({"t": self.rel(self.now), "event": "expect", "ok": ok, **fields})
+
+
+def _plain(v: Any) -> Any:
+    """A YAML value as JSON data (dates as text)."""
+    if isinstance(v, (_dt.date, _dt.datetime)):
+        return str(v)
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    return v
+
+
+def _same_classad_value(a: Any, b: Any) -> bool:
+    if a is UNDEFINED or b is UNDEFINED or a is ERROR or b is ERROR:
+        return a is b
+    if type(a) is bool or type(b) is bool:
+        return type(a) is bool and type(b) is bool and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_classad_value(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+# --- printing -----------------------------------------------------------------------------------
+
+
+def json_line(event: dict[str, Any]) -> str:
+    """One event as one line of JSON. Snapshot ads use HTCondor's JSON form (``"\\/Expr(error)\\/"``)."""
+    if event.get("event") == "snapshot":
+        head = json.dumps({k: v for k, v in event.items() if k != "slots"}, ensure_ascii=False)
+        return head[:-1] + ', "slots": ' + _classad_json_dumps(event["slots"]) + "}"
+    return json.dumps(event, ensure_ascii=False, allow_nan=False)
+
+
+class HumanTimeline:
+    """Prints events as a readable timeline: elapsed time, the virtual wall clock, what happened."""
+
+    def __init__(self, out: TextIO, t0: float) -> None:
+        self.out = out
+        self.t0 = t0
+
+    def _stamp(self, t: float) -> str:
+        clock = _dt.datetime.fromtimestamp(self.t0 + t, tz=_dt.timezone.utc)
+        days, rest = divmod(int(t), 86400)
+        h, rest = divmod(rest, 3600)
+        m, s = divmod(rest, 60)
+        frac = t - int(t)
+        elapsed = f"{days}d+" if days else ""
+        elapsed += f"{h:02d}:{m:02d}:{s:02d}" + (f"{frac:.3f}"[1:] if frac else "")
+        return f"{elapsed:>12}  {clock:%a %H:%M:%S}"
+
+    def __call__(self, e: dict[str, Any]) -> None:
+        kind = e["event"]
+        slot = e.get("slot", "")
+        if kind == "slot_created":
+            text = f"{slot:<10} created {e['state']}/{e['activity']}" + (f" (in {e['parent']})" if e["parent"] else "")
+        elif kind == "slot_deleted":
+            text = f"{slot:<10} deleted"
+        elif kind == "transition":
+            num = f"transition {e['transition']}" if e["transition"] is not None else "transition"
+            reason = f": {e['reason']}" if e["reason"] else ""
+            text = f"{slot:<10} {e['from']} -> {e['to']}  ({num}{reason})"
+        elif kind == "reply":
+            verdict = "accepted" if e["accepted"] else "REFUSED"
+            target = " ".join(x for x in (e["id"], e["slot"] and f"on {e['slot']}") if x)
+            text = f"{'':<10} step {e['step']}: " + " ".join(x for x in (e["command"], target, verdict) if x)
+            if e["reason"]:
+                text += f": {e['reason']}"
+        elif kind == "job":
+            text = f"{slot:<10} job {e['what'].replace('_', ' ')}"
+        elif kind == "snapshot":
+            lines = [f"{'':<10} snapshot"]
+            for name, ad in e["slots"].items():
+                low = {k.lower(): v for k, v in ad.items()}
+                parts = [f"{a}={_show_json(low[a.lower()])}" for a in _SNAPSHOT_SUMMARY if a.lower() in low]
+                lines.append(f"{'':<36}{name}: " + " ".join(parts))
+            text = "\n".join(lines)
+        elif kind == "expect":
+            mark = "ok" if e["ok"] else "FAIL"
+            what = f"{e['attr']} == {_show_json(e['expected'])}" if "attr" in e else e["expected"]
+            text = f"{slot:<10} expect {what}: {mark}"
+            if not e["ok"]:
+                text += f" (actual {_show_json(e['actual']) if 'attr' in e else e['actual']})"
+        else:
+            text = json.dumps(e)
+        self.out.write(f"{self._stamp(e['t'])}  {text}\n")
+
+
+def _show_json(v: Any) -> str:
+    if v is None:
+        return "undefined"
+    if isinstance(v, str):
+        return v if v.startswith("/Expr(") is False else v[6:-2]
+    return json.dumps(v)
+
+
+# --- command line -------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", metavar="SCENARIO", help="the scenario file (YAML)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object a line for every event")
+
+
+def simulate(path: str | Path, *, as_json: bool = False, out: TextIO | None = None, err: TextIO | None = None,
+             engine_factory: EngineFactory | None = None) -> int:
+    """Run the scenario at ``path``, printing its timeline to ``out``; returns the exit code."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    p = Path(path)
+    try:
+        scen = sc.load(p)
+        emit: Callable[[dict[str, Any]], None]
+        if as_json:
+            def emit(e: dict[str, Any]) -> None:
+                out.write(json_line(e) + "\n")
+        else:
+            emit = HumanTimeline(out, 0.0 if scen is None else scen.start_epoch())
+            title = scen.name or p.name
+            out.write(f"scenario: {title}\n")
+        sim = Simulator(scen, p.parent, emit, engine_factory, source=str(p))
+        if not as_json:
+            emit.t0 = sim.t0  # type: ignore[attr-defined]
+        code = sim.run()
+    except sc.ScenarioError as exc:
+        out.flush()
+        err.write(f"startd simulate: {exc}\n")
+        return 2
+    except SimulationError as exc:
+        out.flush()
+        err.write(f"startd simulate: {p}: {exc}\n")
+        return 2
+    except ConfigError as exc:
+        # the configuration reads, but the engine cannot use it (a policy expression that does not parse)
+        out.flush()
+        err.write(f"startd simulate: {p}: config: {exc}\n")
+        return 2
+    if not as_json:
+        held = sim.expect_total - sim.expect_failed
+        out.write(f"{held} of {sim.expect_total} expectations held\n")
+    out.flush()
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    """``startd simulate SCENARIO [--json]``."""
+    return simulate(args.scenario, as_json=args.json)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run as ``python -m startd.simulate SCENARIO [--json]``."""
+    parser = argparse.ArgumentParser(prog="startd simulate", description="run a scenario on a virtual clock")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""Deliberate differences from HTCondor's library, each a named test saying why.
+
+Everything else is expected to agree with classad2 (see ``test_oracle_diff.py``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from gen import JOB_AD, MACHINE_AD
+from oracle import ours_eval, oracle_eval
+
+
+def test_selection_from_a_list_made_by_a_function_crashes_classad2() -> None:
+    """``split("a b").x`` kills the process in classad2 (a segmentation fault), while selecting from
+    a list literal maps the selection over the items. We answer the same way for both lists, since a
+    crash is not a value: the list of the items' selections (errors, as the items are strings)."""
+    probe = textwrap.dedent("""
+        import os
+        os.environ["CONDOR_CONFIG"] = "ONLY_ENV"
+        import htcondor2, classad2
+        print(classad2.ExprTree('split("a b").x').eval(scope=classad2.ClassAd("[]")))
+    """)
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert proc.returncode < 0, "classad2 no longer crashes: move this case to the edge cases"
+    literal = oracle_eval('{ "a", "b" }.x', MACHINE_AD, JOB_AD)
+    assert literal.value == ("list", (("error",), ("error",)))
+    assert ours_eval('split("a b").x', MACHINE_AD, JOB_AD).value == literal.value
+    assert ours_eval('{ "a", "b" }.x', MACHINE_AD, JOB_AD).value == literal.value
+
+
+def test_bare_parent_toplevel_root_in_a_match() -> None:
+    """At the top of a matchmaking evaluation classad2 answers ``parent``, ``toplevel`` and ``root``
+    with the internal record it builds to pair the ads (attributes ``lCtx``, ``LEFT``, ``RIGHT``,
+    ``symmetricMatch``...). That record is an artefact of its implementation, not part of the
+    language; the ad being evaluated has no enclosing record, so we answer ``undefined``. Inside
+    nested records all three behave as in classad2."""
+    for word in ("parent", "toplevel", "root"):
+        theirs = oracle_eval(word, MACHINE_AD, JOB_AD)
+        assert theirs.value[0] == "classad"
+        assert ours_eval(word, MACHINE_AD, JOB_AD).value == ("undefined",)
+    assert ours_eval("[ a = parent.Memory ].a", MACHINE_AD, JOB_AD).value == ("int", 2048)
+    assert oracle_eval("[ a = parent.Memory ].a", MACHINE_AD, JOB_AD).value == ("int", 2048)
