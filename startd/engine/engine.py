@@ -5,6 +5,10 @@ every POLLING_INTERVAL while a slot is claimed or HTCondor load is non-zero) it 
 machine's figures in every slot ad and evaluates each slot's policy; commands and job events move
 slots between states; timers (MATCH_TIMEOUT, claim leases, retirement, vacate and killing deadlines,
 CLAIM_WORKLIFE) fire at their exact times. Nothing here reads the clock: every input carries ``now``.
+
+The slots themselves (which exist, what each holds, how a partitionable slot is carved, their resource
+attributes) come from :mod:`startd.slots`; policy knobs may be written in Qube! syntax (``qube: ...``,
+:mod:`startd.qube`), and every slot ad carries Qube!'s ``host.duty.*`` lists over the jobs on the machine.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from ..classad.jsonform import value_to_json_obj
 from ..classad.parser import ClassAdSyntaxError, parse_node
 from ..classad.values import ERROR, UNDEFINED
 from ..config.errors import ConfigError
-from . import layout as _layout
+from ..qube import duty_attrs, policy_expr, qube_knob_attrs
+from .. import slots as _slots
+from ..slots import DynamicSlotIds, MachineLayout, Resources, SlotDef
 from .claim import VANILLA_UNIVERSE, Claim
 from .events import (ActivateClaim, AdChanged, BackfillCommand, BackfillExited, BenchmarksDone, CancelDrain,
                      ContinueClaim, CronOutput, DeactivateClaim, Drain, HostSample, Input, JobCommand, JobEvent,
@@ -52,6 +58,30 @@ _CLAIM_ATTRS = ("RemoteOwner", "RemoteUser", "ClientMachine", "JobId", "JobStart
                 "PreemptingOwner", "PreemptingUser", "GlobalJobId", "JobUniverse", "NumPids", "PublicClaimId")
 
 _DEFAULT_JOB_ATTRS = ("JobUniverse", "NiceUser", "ExecutableSize", "ImageSize")
+
+# HTCondor's Requirements: plain START for a static slot; a partitionable or dynamic slot also checks
+# that the job fits what the slot holds.
+_REQ_STATIC = parse_node("START")
+_REQ_SIZED = parse_node("START && (WithinResourceLimits)")
+_REQ_FITS = parse_node("WithinResourceLimits")
+
+# The configuration of the machine's identity, published on every slot ad (name, knob, default).
+_IDENTITY_ATTRS = (("OpSys", "OPSYS", "LINUX"), ("Arch", "ARCH", "X86_64"))
+
+
+def _knob_number(conf: Any, name: str) -> float | None:
+    """A numeric knob (a ClassAd expression such as ``5 * 60`` is allowed), or None when unset or not a
+    number, as param_integer falls back to the default."""
+    text = conf.get(name)
+    if text is None or not text.strip():
+        return None
+    try:
+        v = evaluate_node(parse_node(text), None, None, 0.0)
+    except (ClassAdSyntaxError, RecursionError, ValueError):
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v)
 
 
 def _eval_to_bool(v: Any) -> bool | None:
@@ -89,8 +119,9 @@ def _as_int(v: Any) -> int | None:
 class Slot:
     """One slot (HTCondor's ``Resource``) with its state and ad."""
 
-    spec: _layout.SlotSpec
+    spec: SlotDef
     ad: ClassAd
+    resources: Resources  # what the slot holds now; for a partitionable slot, what it has left to carve
     state: State = State.OWNER
     activity: Activity = Activity.IDLE
     entered_state: float = 0.0
@@ -108,14 +139,24 @@ class Slot:
     keyboard_idle: float = 0.0
     console_idle: float = 0.0
     latches: dict[str, tuple[Any, float]] = field(default_factory=dict)
-    left: dict[str, float] = field(default_factory=dict)  # what a partitionable slot has left
-    next_sub_id: int = 1
-    children: list[str] = field(default_factory=list)
+    ids: DynamicSlotIds | None = None  # a partitionable slot's dispenser of dynamic slot ids
+    children: list[str] = field(default_factory=list)  # its dynamic slots, in slot-id order
+    config_attrs: set[str] = field(default_factory=set)  # STARTD_ATTRS names published last time
     deleted: bool = False
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def dynamic(self) -> bool:
+        """True for a slot carved from a partitionable one."""
+        return self.spec.sub_id is not None
+
+    @property
+    def parent_name(self) -> str | None:
+        """The partitionable slot a dynamic slot was carved from."""
+        return self.spec.parent.name if self.spec.parent is not None else None
 
 
 class Engine:
@@ -156,17 +197,26 @@ class Engine:
         self._order: list[str] = []
         self._next_update: float | None = None
         self._next_poll: float | None = None
+        self._duty: dict[str, str] = duty_attrs([])
+        self._qube: dict[str, str] = {}
+        self._qube_gone: set[str] = set()
+        self._cross_names: set[str] = set()
         self._apply_config(conf)
-        self._totals, specs = _layout.build_slots(conf, host)
-        for spec in specs:
-            self._add_slot(spec, None)
+        # The slot builder raises ConfigError (naming the knob's file:line) for a layout that
+        # over-commits the machine: a startd with such a configuration does not start.
+        self.layout: MachineLayout = _slots.build_layout(conf, host)
+        # Without a measured disk and without DISK, every carve would fail on disk; the engine says so
+        # plainly instead (and adopts the first disk figure a later sample brings).
+        self._disk_known = host.disk is not None or _knob_number(conf, "DISK") is not None
+        for spec in self.layout.slots:
+            self._add_slot(spec, None, spec.resources)
 
     # ------------------------------------------------------------------ configuration
 
     def _apply_config(self, conf: Any) -> None:
         """Read the knobs the engine uses and parse every policy expression once."""
         def num(name: str, default: float) -> float:
-            v = _layout._num(conf, name)
+            v = _knob_number(conf, name)
             return default if v is None else v
 
         nodes: dict[str, Node] = {}
@@ -175,10 +225,11 @@ class Engine:
             if text is None or not text.strip():
                 continue
             try:
-                nodes[attr] = parse_node(text)
-            except (ClassAdSyntaxError, RecursionError) as exc:
+                # ``qube: ...`` values are Qube! requirement expressions; anything else is ClassAd text
+                nodes[attr] = policy_expr(text).node
+            except (ClassAdSyntaxError, RecursionError, ValueError) as exc:
                 d = conf.lookup_definition(knob) if hasattr(conf, "lookup_definition") else None
-                raise ConfigError(f"{knob}: not a valid ClassAd expression: {exc}",
+                raise ConfigError(f"{knob}: not a valid expression: {exc}",
                                   getattr(d, "file", None), getattr(d, "line", None)) from None
         if "Rank" not in nodes:
             nodes["Rank"] = Literal(0.0)
@@ -195,8 +246,8 @@ class Engine:
             node: Node | None = None
             if text is not None and text.strip():
                 try:
-                    node = parse_node(text)
-                except ClassAdSyntaxError:
+                    node = policy_expr(text).node
+                except (ClassAdSyntaxError, RecursionError, ValueError):
                     node = None
             if node is not None and name not in [a for _, a in _POLICY_ATTRS]:
                 nodes.setdefault(name, node)
@@ -221,43 +272,100 @@ class Engine:
         self._default_drain_start: Node | None = None
         if drain_text and drain_text.strip():
             try:
-                self._default_drain_start = parse_node(drain_text)
-            except ClassAdSyntaxError:
+                self._default_drain_start = policy_expr(drain_text).node
+            except (ClassAdSyntaxError, RecursionError, ValueError):
                 self._default_drain_start = None
+        qube = qube_knob_attrs(conf)
+        self._qube_gone = set(self._qube) - set(qube)
+        self._qube = qube
+        self._slot_attrs_on = bool((conf.get("STARTD_SLOT_ATTRS") or "").strip()
+                                   or (conf.get("STARTD_SLOT_EXPRS") or "").strip())
 
     # ------------------------------------------------------------------ slots and ads
 
-    def _add_slot(self, spec: _layout.SlotSpec, parent: Slot | None) -> Slot:
+    def _add_slot(self, spec: SlotDef, parent: Slot | None, resources: Resources) -> Slot:
         ad = ClassAd()
-        slot = Slot(spec=spec, ad=ad, entered_state=self.now, entered_activity=self.now)
+        slot = Slot(spec=spec, ad=ad, resources=resources, entered_state=self.now, entered_activity=self.now)
         if spec.partitionable:
-            slot.left = {"cpus": spec.cpus, "memory": spec.memory, "disk": spec.disk, "swap": spec.swap}
-        self._build_static_ad(slot)
+            slot.ids = DynamicSlotIds()
         self.slots[spec.name] = slot
         if parent is None:
             self._order.append(spec.name)
         else:
-            idx = self._order.index(parent.name) + 1 + len(parent.children)
-            self._order.insert(idx, spec.name)
-            parent.children.append(spec.name)
+            # dynamic slots follow their parent in slot-id order (an id freed earlier is reused)
+            sub = spec.sub_id or 0
+            before = [c for c in parent.children if (self.slots[c].spec.sub_id or 0) < sub]
+            anchor = before[-1] if before else parent.name
+            self._order.insert(self._order.index(anchor) + 1, spec.name)
+            parent.children.insert(len(before), spec.name)
+        self._build_static_ad(slot)
         return slot
 
     def _build_static_ad(self, slot: Slot) -> None:
+        """Everything in the ad that the configuration and the layout decide."""
         ad = slot.ad
-        ad["MyType"] = "Machine"
-        ad["TargetType"] = "Job"
-        for k, v in _layout.resource_attrs(slot.spec, self._totals, self.machine, self.conf).items():
-            ad[k] = v
+        self._publish_resources(slot)
+        for attr, knob, default in _IDENTITY_ATTRS:
+            ad[attr] = self.conf.get(knob) or default
+        ad["UidDomain"] = self.conf.get("UID_DOMAIN") or self.machine
+        ad["FileSystemDomain"] = self.conf.get("FILESYSTEM_DOMAIN") or self.machine
+        # STARTD_ATTRS / SLOT<N>_<attr>: an attribute no longer configured leaves the ad
+        conf_attrs = _slots.config_attrs(self.conf, slot.spec)
+        for name in slot.config_attrs:
+            if conf_attrs.get(name) is None and name in ad:
+                del ad[name]
+        slot.config_attrs = set()
+        for name, expr in conf_attrs.items():
+            if expr is None:
+                if name in ad:
+                    del ad[name]
+            else:
+                ad[name] = expr
+                slot.config_attrs.add(name)
         for attr, node in self._policy.items():
             ad[attr] = Expr(node)
         for k, v in self._bench.items():
             ad[k] = v
         for k, v in self._extra.items():
             ad[k] = v
+        for k in self._qube_gone:
+            if k in ad:
+                del ad[k]
+        for k, qv in self._qube.items():
+            ad[k] = qv
+        for k, dv in self._duty.items():
+            ad[k] = dv
         self._publish_state(slot)
         self._publish_requirements(slot)
         self._publish_draining(slot)
         self._publish_claim(slot)
+
+    def _publish_resources(self, slot: Slot) -> None:
+        """The slot's resource and identity attributes (for a partitionable slot: what it has left, and
+        the Child* rollups of its dynamic slots)."""
+        children = [self.slots[c].ad for c in slot.children if c in self.slots]
+        attrs = _slots.resource_attrs(slot.spec, self.layout, slot.resources, machine_name=self.machine,
+                                      children=children, conf=self.conf)
+        ad = slot.ad
+        for k, v in attrs.items():
+            ad[k] = v
+
+    def _refresh_duty(self) -> None:
+        """Qube!'s host.duty.*: lists over the jobs on the whole machine, on every slot ad. Called when a
+        job starts or goes away."""
+        jobs = [s.claim.job for s in self._slot_list() if s.claim is not None and s.claim.active]
+        duty = duty_attrs(jobs)
+        if duty == self._duty:
+            return
+        gone = [k for k in self._duty if k not in duty]
+        self._duty = duty
+        for s in self.slots.values():
+            for k in gone:
+                if k in s.ad:
+                    del s.ad[k]
+            for k, v in duty.items():
+                s.ad[k] = v
+            self._changed.add(s.name)
 
     def _publish_state(self, slot: Slot) -> None:
         ad = slot.ad
@@ -277,7 +385,7 @@ class Engine:
         elif self._shutdown is not None:
             ad["Requirements"] = False
         else:
-            ad["Requirements"] = Expr(parse_node("START"))
+            ad["Requirements"] = Expr(_REQ_STATIC if slot.spec.kind == "Static" else _REQ_SIZED)
 
     def _publish_draining(self, slot: Slot) -> None:
         ad = slot.ad
@@ -370,7 +478,7 @@ class Engine:
         lt = _time.localtime(now)
         clock_min, clock_day = lt.tm_hour * 60 + lt.tm_min, (lt.tm_wday + 1) % 7
         for s in ordered:
-            cpus = float(s.spec.cpus)
+            cpus = float(s.resources.cpus)
             if remaining < cpus:
                 s.owner_load, remaining = remaining, 0.0
             else:
@@ -712,28 +820,23 @@ class Engine:
             self._backfill_destination(slot, State.OWNER, reason)
 
     def _delete_slot(self, slot: Slot, reason: str) -> None:
+        """A dynamic slot goes away: its resources and its id return to the partitionable slot."""
         slot.deleted = True
-        parent = self.slots.get(slot.spec.parent or "")
-        if parent is not None:
-            for k, v in (("cpus", slot.spec.cpus), ("memory", slot.spec.memory), ("disk", slot.spec.disk),
-                         ("swap", slot.spec.swap)):
-                parent.left[k] = parent.left.get(k, 0) + v
-            if slot.name in parent.children:
-                parent.children.remove(slot.name)
-            self._set_pslot_resources(parent)
+        parent = self.slots.get(slot.parent_name or "")
         del self.slots[slot.name]
         self._order.remove(slot.name)
         self._changed.discard(slot.name)
+        if parent is not None:
+            parent.resources = _slots.give_back(parent.resources, slot.spec.resources)
+            if parent.ids is not None and slot.spec.sub_id is not None:
+                parent.ids.release(slot.spec.sub_id)
+            if slot.name in parent.children:
+                parent.children.remove(slot.name)
+            self._set_pslot_resources(parent)
         self._emit(SlotDeleted(self.now, slot.name))
 
     def _set_pslot_resources(self, p: Slot) -> None:
-        ad = p.ad
-        cpus = p.left["cpus"]
-        ad["Cpus"] = int(cpus) if float(cpus).is_integer() else cpus
-        ad["Memory"] = int(p.left["memory"])
-        ad["Disk"] = int(p.left["disk"])
-        ad["Swap"] = int(p.left["swap"])
-        ad["NumDynamicSlots"] = len(p.children)
+        self._publish_resources(p)
         self._changed.add(p.name)
 
     # ------------------------------------------------------------------ the per-slot policy pass
@@ -801,6 +904,12 @@ class Engine:
                 if self._draining and not (c.accepted_while_draining and c.activations == 0):
                     self._to_preempting(slot, "idle claim shutting down for draining")
                     return
+        elif s == State.MATCHED:
+            # START is checked locally (without a job) while Matched: false sends the slot to Owner (8)
+            raw = self._eval(slot, "Start", None)
+            if raw is False or (isinstance(raw, (int, float)) and not isinstance(raw, bool) and raw == 0):
+                self._change(slot, State.OWNER, Activity.IDLE, "START is false while matched")
+                return
         elif s == State.PREEMPTING:
             if a == Activity.VACATING:
                 k, kname = self._policy_bool(slot, "KILL")
@@ -809,7 +918,7 @@ class Engine:
         elif s == State.UNCLAIMED:
             if slot.claim is not None:
                 return  # a dynamic slot on its way to the claim it was carved for
-            if slot.spec.dynamic:
+            if slot.dynamic:
                 self._delete_slot(slot, "dynamic slot no longer claimed")
                 return
             if self._draining:
@@ -819,7 +928,10 @@ class Engine:
             if owner:
                 self._change(slot, State.OWNER, Activity.IDLE, why)
                 return
-            if a == Activity.IDLE and not slot.act_was_benchmark and not self._benchmarking:
+            if a == Activity.IDLE and slot.act_was_benchmark:
+                # the evaluation right after a benchmark run does not start another one; later ones may
+                slot.act_was_benchmark = False
+            elif a == Activity.IDLE and not self._benchmarking:
                 rb, _ = self._policy_bool(slot, "RunBenchmarks", vanilla=False)
                 if rb is True:
                     self._benchmarking = True
@@ -834,7 +946,7 @@ class Engine:
                         self._start_backfill(slot)
                     return
         elif s == State.OWNER:
-            if slot.spec.dynamic:
+            if slot.dynamic:
                 self._delete_slot(slot, "dynamic slot in the Owner state")
                 return
             if self._draining:
@@ -865,9 +977,11 @@ class Engine:
                 return
             if a == Activity.RETIRING:
                 if all(x.state == State.DRAINED for x in self.slots.values()):
-                    self._change(slot, State.DRAINED, Activity.IDLE, "every slot drained")
-                    if slot.state == State.DRAINED and slot.activity == Activity.IDLE:
-                        self._consider_resume()
+                    # the machine is drained as a whole: every retiring slot is done at the same moment
+                    for x in self._slot_list():
+                        if x.state == State.DRAINED and x.activity == Activity.RETIRING:
+                            self._change(x, State.DRAINED, Activity.IDLE, "every slot drained")
+                    self._consider_resume()
             elif a == Activity.IDLE:
                 self._consider_resume()
 
@@ -933,6 +1047,10 @@ class Engine:
                 self._after_backfill(slot)
             elif slot.activity == Activity.BUSY and slot.name in users:
                 self._change(slot, State.BACKFILL, Activity.IDLE, "backfill client exited")
+                # the manual: Backfill/Idle immediately tries to respawn the client (transition 26)
+                if self._shutdown is None:
+                    self._refresh_dynamic(self.now)
+                    self._eval_slot(slot)
 
     # ------------------------------------------------------------------ passes and timers
 
@@ -1063,7 +1181,7 @@ class Engine:
         self._out = []
         for name in self._order:
             s = self.slots[name]
-            self._emit(SlotCreated(self.now, name, s.state.value, s.activity.value, s.spec.parent))
+            self._emit(SlotCreated(self.now, name, s.state.value, s.activity.value, s.parent_name))
         self._next_update = self.now + self.update_interval
         self.eval_all(self.now)
         self._publish_hibernate(self.now)
@@ -1089,12 +1207,42 @@ class Engine:
                        (s.state == State.BACKFILL and s.activity != Activity.IDLE) for s in self.slots.values()):
                 self._shutdown_done = True
                 self._emit(ShutdownComplete(self.now))
+        self._publish_derived()
         for name in self._order:
             if name in self._changed and name in self.slots:
                 self._emit(AdChanged(self.now, name))
         self._changed.clear()
         out, self._out = self._out, []
         return out
+
+    def _publish_derived(self) -> None:
+        """Attributes copied from other slots' ads: a partitionable slot's Child* rollups of its dynamic
+        slots, and STARTD_SLOT_ATTRS (``slot1_State``...) on every slot."""
+        if not self._changed:
+            return
+        parents = {s.parent_name for n in self._changed if (s := self.slots.get(n)) is not None and s.dynamic}
+        for name in parents:
+            p = self.slots.get(name or "")
+            if p is not None:
+                self._set_pslot_resources(p)
+        if not self._slot_attrs_on and not self._cross_names:
+            return
+        ads = {n: self.slots[n].ad for n in self._order}
+        cross = _slots.cross_slot_attrs(self.conf, ads) if self._slot_attrs_on else {n: {} for n in ads}
+        names: set[str] = set()
+        for n, attrs in cross.items():
+            ad = ads[n]
+            for k in self._cross_names - set(attrs):
+                if k in ad:
+                    del ad[k]
+                    self._changed.add(n)
+            for k, v in attrs.items():
+                names.add(k)
+                old = ad.lookup(k)
+                if old is None or old != v:
+                    ad[k] = v
+                    self._changed.add(n)
+        self._cross_names = names
 
     def slot_names(self) -> list[str]:
         """Slot names in HTCondor's order: slot1, slot1_1, slot1_2, ..., slot2, ..."""
@@ -1125,8 +1273,8 @@ class Engine:
         ad["Machine"] = self.machine
         ad["NumSlots"] = len(self.slots)
         ad["DaemonStartTime"] = int(self._start_time)
-        ad["TotalCpus"] = self._totals.cpus
-        ad["TotalMemory"] = int(self._totals.memory)
+        ad["TotalCpus"] = self.layout.totals.cpus
+        ad["TotalMemory"] = int(self.layout.totals.memory)
         ad["Draining"] = self._draining
         if self._draining:
             ad["DrainReason"] = self._drain_reason
@@ -1185,6 +1333,34 @@ class Engine:
             for s in self.slots.values():
                 for k, v in inp.extra.items():
                     s.ad[k] = v
+                self._changed.add(s.name)
+        if inp.disk is not None and not self._disk_known:
+            self._adopt_disk(inp)
+
+    def _adopt_disk(self, inp: HostSample) -> None:
+        """The first disk figure of a machine that started without one: size the slots' disk by it.
+
+        Nothing can have been carved yet (carving is refused without a disk figure), so the slots are
+        the layout's own and only their shares change.
+        """
+        h = self._host
+        host = HostSample(now=inp.now, cpus=h.cpus, memory=h.memory, swap=h.swap, disk=inp.disk)
+        try:
+            layout = _slots.build_layout(self.conf, host)
+        except ConfigError:
+            return  # the layout was valid before; a disk figure alone cannot over-commit it
+        if [d.name for d in layout.slots] != [n for n in self._order if not self.slots[n].dynamic]:
+            return
+        self.layout = layout
+        self._host = host
+        self._disk_known = True
+        for spec in layout.slots:
+            s = self.slots[spec.name]
+            if s.children:
+                continue
+            s.spec, s.resources = spec, spec.resources
+            self._publish_resources(s)
+            self._changed.add(s.name)
 
     def _on_match(self, inp: Match) -> None:
         slot = self.slots.get(inp.slot)
@@ -1269,13 +1445,22 @@ class Engine:
         if p.state not in (State.UNCLAIMED, State.OWNER, State.MATCHED, State.DRAINED):
             return self._reply(inp, cmd, False, f"{p.name} is {p.state.value}/{p.activity.value} and cannot be "
                                "claimed", claim.id, p.name)
-        got = _layout.carve(p.spec, p.left, claim.job, p.ad, p.next_sub_id, self.now)
+        if not self._disk_known:
+            return self._reply(inp, cmd, False, f"{p.name} cannot be carved: no disk figure is known for this "
+                               "machine (the host sample has none and DISK is not set)", claim.id, p.name)
+        # START was checked above (or the draining START); what is left is whether the job fits. The
+        # published Requirements are False while Matched, which must not stop the claim the match was for.
+        machine = p.ad.copy()
+        machine["Requirements"] = Expr(_REQ_FITS)
+        got = _slots.carve(p.spec, p.resources, claim.job, machine, self.conf, layout=self.layout)
         if isinstance(got, str):
             return self._reply(inp, cmd, False, got, claim.id, p.name)
-        p.next_sub_id += 1
-        for k in ("cpus", "memory", "disk", "swap"):
-            p.left[k] -= getattr(got, k)
-        d = self._add_slot(got, p)
+        assert p.ids is not None
+        sub_id = p.ids.next()
+        held = [self.slots[c].spec for c in p.children if c in self.slots]
+        spec = _slots.dynamic_slot(p.spec, sub_id, got, _slots.take_ids(p.spec, held, got))
+        p.resources = _slots.take(p.resources, got)
+        d = self._add_slot(spec, p, got)
         self._set_pslot_resources(p)
         self._emit(SlotCreated(self.now, d.name, d.state.value, d.activity.value, p.name))
         self._latch_update(d, self.now)
@@ -1317,6 +1502,7 @@ class Engine:
         c.pledged_vacate = mvt if mvt is not None and mvt >= 0 else 0
         c.lease_expires = now + c.lease_duration  # activation counts as a keepalive
         self._emit(JobCommand(now, slot.name, c.id, "start", job=c.job))
+        self._refresh_duty()
         self._change(slot, State.CLAIMED, Activity.BUSY, "claim activated")
         self._reply(inp, cmd, True, "", c.id, slot.name)
         return None
@@ -1541,6 +1727,7 @@ class Engine:
         c.load = 0.0
         c.job_start = None
         self._emit(JobEvent(self.now, slot.name, "exit", c.id, detail))
+        self._refresh_duty()
         if slot.state == State.CLAIMED:
             if slot.activity == Activity.RETIRING:
                 self._to_preempting(slot, "job finished during retirement")

@@ -16,12 +16,17 @@ class Driver:
     """An engine plus the outputs it produced so far."""
 
     def __init__(self, text: str = "", cpus: int = 1, kbd: float = 100_000, load: float = 0.0,
-                 benchmarks: bool = False, keyboard: bool = True) -> None:
-        pre = "" if benchmarks else "RUNBENCHMARKS = False\n"
+                 benchmarks: bool = False, keyboard: bool = True, disk: int | None = 10_000_000,
+                 extra: dict[str, Any] | None = None) -> None:
+        # The state-machine tests are about static slots: one per CPU, as NUM_SLOTS gives them (without
+        # it HTCondor makes one partitionable slot). A test's own layout knobs, written after, win.
+        pre = f"NUM_SLOTS = {cpus}\n"
+        pre += "" if benchmarks else "RUNBENCHMARKS = False\n"
         if keyboard:  # every slot watches the keyboard and console, as POLICY : Desktop sets it
             pre += "SLOTS_CONNECTED_TO_KEYBOARD = 1000\nSLOTS_CONNECTED_TO_CONSOLE = 1000\n"
-        self.eng = Engine(config.load(text=pre + text), HostSample(now=0.0, cpus=cpus, memory=4096 * cpus,
-                                                                    keyboard_idle=kbd, load_avg=load), machine="m")
+        self.eng = Engine(config.load(text=pre + text),
+                          HostSample(now=0.0, cpus=cpus, memory=4096 * cpus, disk=disk, keyboard_idle=kbd,
+                                     load_avg=load, extra=dict(extra or {})), machine="m")
         self.out: list[Output] = list(self.eng.start())
 
     def do(self, inp: Any) -> list[Output]:

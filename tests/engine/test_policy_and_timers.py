@@ -164,7 +164,9 @@ def test_shutdown_graceful_peaceful_and_fast() -> None:
 
 def test_partitionable_slot_carves_and_deletes_dynamic_slots() -> None:
     d = Driver("NUM_SLOTS_TYPE_1 = 1\nSLOT_TYPE_1 = 100%\nSLOT_TYPE_1_PARTITIONABLE = True\n", cpus=4)
-    r = reply(d.do(RequestClaim(now=10, slot="slot1", claim_id="c1", job=job(RequestCpus=2, RequestMemory=1000))))
+    # a job carved from a partitionable slot states its disk, as every job a schedd sends does
+    r = reply(d.do(RequestClaim(now=10, slot="slot1", claim_id="c1",
+                                job=job(RequestCpus=2, RequestMemory=1000, RequestDisk=1000))))
     assert r.accepted and r.slot == "slot1_1"
     assert d.eng.slot_names() == ["slot1", "slot1_1"]
     assert any(isinstance(o, SlotCreated) and o.parent == "slot1" for o in d.out)
@@ -175,8 +177,9 @@ def test_partitionable_slot_carves_and_deletes_dynamic_slots() -> None:
     d.do(ReleaseClaim(now=21, claim_id="c1"))
     assert any(isinstance(o, SlotDeleted) and o.slot == "slot1_1" for o in d.out)
     assert d.eng.slot_ad("slot1").evaluate("Cpus") == 4
-    r = reply(d.do(RequestClaim(now=30, slot="slot1", claim_id="c2", job=job(RequestCpus=8))))
-    assert not r.accepted and "not enough cpus" in r.error
+    r = reply(d.do(RequestClaim(now=30, slot="slot1", claim_id="c2",
+                                job=job(RequestCpus=8, RequestMemory=100, RequestDisk=100))))
+    assert not r.accepted and r.error == "the job requests 8 cpus; slot1 has 4 left"
 
 
 def test_latch_expressions_publish_value_and_time() -> None:

@@ -249,10 +249,17 @@ def test_transitions_28_29_30_evict_backfill_returns_to_owner() -> None:
 
 def test_transition_30_backfill_idle_to_owner_when_evict_backfill_is_true() -> None:
     d = Driver(BACKFILL)
-    d.do(BackfillExited(now=10))  # 27: the client exited on its own
-    d.do(HostSample(now=10.5, keyboard_active=True))
-    d.until(20)
-    assert 30 in d.numbers()
+    # Backfill/Idle tries to respawn the client at once, so the slot stays Idle only when EVICT_BACKFILL
+    # is already true as the client exits: the owner came back just before.
+    d.do(HostSample(now=7.5, keyboard_active=True))
+    d.do(BackfillExited(now=8))  # 27: the client exited on its own
+    assert d.numbers()[-3:] == [27, 30, 1]  # and on to Unclaimed, as IS_OWNER is false
+
+
+def test_transition_27_then_26_the_backfill_client_is_respawned_at_once() -> None:
+    d = Driver(BACKFILL)
+    d.do(BackfillExited(now=8))
+    assert d.numbers()[-2:] == [27, 26] and d.state() == "Backfill/Busy"
 
 
 def test_transition_31_backfill_to_claimed_after_the_client_is_killed() -> None:
