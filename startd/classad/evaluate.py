@@ -20,7 +20,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from .ast import AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp
-from .values import ERROR, UNDEFINED, AbsTime, RelTime, wrap_int, INT64_MIN, INT64_MAX
+from .values import ERROR, UNDEFINED, AbsTime, RelTime, real_to_int, wrap_int, INT64_MIN, INT64_MAX
 
 Value = Any
 Closure = Callable[["EvalState"], Value]
@@ -519,9 +519,9 @@ def _time_arith(op: str, a: Value, b: Value) -> Value:
     # an absolute time moves by whole seconds: the relative time is truncated first, as HTCondor does
     if op == "+":
         if ta is AbsTime and tb is RelTime:
-            return AbsTime(a.secs + int(b.secs), a.offset)
+            return AbsTime(a.secs + real_to_int(float(b.secs)), a.offset)
         if ta is RelTime and tb is AbsTime:
-            return AbsTime(int(a.secs) + b.secs, b.offset)
+            return AbsTime(real_to_int(float(a.secs)) + b.secs, b.offset)
         if ta is RelTime and tb is RelTime:
             return RelTime(a.secs + b.secs)
         return ERROR
@@ -529,7 +529,7 @@ def _time_arith(op: str, a: Value, b: Value) -> Value:
         if ta is AbsTime and tb is AbsTime:
             return RelTime(a.secs - b.secs)
         if ta is AbsTime and tb is RelTime:
-            return AbsTime(a.secs - int(b.secs), a.offset)
+            return AbsTime(a.secs - real_to_int(float(b.secs)), a.offset)
         if ta is RelTime and tb is RelTime:
             return RelTime(a.secs - b.secs)
         return ERROR

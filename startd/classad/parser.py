@@ -19,6 +19,10 @@ from .values import ERROR, UNDEFINED, INT64_MAX, INT64_MIN
 MAX_DEPTH = 1000
 """Deepest nesting of expressions the parser accepts; deeper text is a syntax error, not a crash."""
 
+MAX_CHAIN = 4000
+"""Longest run of operators in a row (``1 + 1 + ...``, ``a.b.c...``): each makes the tree one level
+deeper, and a tree deeper than this cannot be compiled or printed without exhausting the stack."""
+
 # Parsing, compiling and evaluating are recursive; CPython 3.11 runs Python-to-Python calls without
 # growing the C stack, so a higher limit than the default 1000 is safe and lets deep (but legal)
 # expressions through.
@@ -381,6 +385,7 @@ class Parser:
 
     def binary(self, min_prec: int) -> Node:
         toks = self.toks
+        chain = 0
         t = toks[self.i]
         if t[0] == "op" and t[1] in _UNARY:
             left = self.unary()
@@ -398,6 +403,9 @@ class Parser:
             if p is None or p < min_prec:
                 return left
             self.i += 1
+            chain += 1
+            if chain > MAX_CHAIN:
+                raise self.error(f"expression too deep: more than {MAX_CHAIN} operators in a row")
             left = BinaryOp(t[1], left, self.binary(p + 1))
 
     def unary(self) -> Node:
@@ -421,10 +429,14 @@ class Parser:
 
     def postfix(self, node: Node) -> Node:
         toks = self.toks
+        chain = 0
         while True:
             t = toks[self.i]
             if t[0] != "op":
                 return node
+            chain += 1
+            if chain > MAX_CHAIN:
+                raise self.error(f"expression too deep: more than {MAX_CHAIN} selections or subscripts in a row")
             if t[1] == ".":
                 self.i += 1
                 nt = self.next()

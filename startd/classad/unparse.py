@@ -159,12 +159,13 @@ def _prec(node: Node) -> int:
     return _ATOM_PREC
 
 
-def _wrap(node: Node, min_prec: int, old: bool) -> str:
-    s = _unparse(node, min_prec, old)
-    return f"({s})" if _prec(node) < min_prec else s
-
-
 def _unparse(node: Node, min_prec: int, old: bool) -> str:
+    """Text of ``node``, in parentheses when it binds more loosely than ``min_prec`` requires.
+
+    One call per tree level (no helper in between), so deep trees need as few frames as possible.
+    """
+    if min_prec and _prec(node) < min_prec:
+        return "(" + _unparse(node, 0, old) + ")"
     t = type(node)
     if t is Literal:
         return format_value(node.value, old)
@@ -174,13 +175,13 @@ def _unparse(node: Node, min_prec: int, old: bool) -> str:
         base = node.base
         if type(base) is Literal and type(base.value) in (int, float):
             return f"({_unparse(base, 0, old)}).{quote_name(node.name)}"
-        return f"{_wrap(base, _POSTFIX_PREC, old)}.{quote_name(node.name)}"
+        return f"{_unparse(base, _POSTFIX_PREC, old)}.{quote_name(node.name)}"
     if t is BinaryOp:
         p = BINARY_PRECEDENCE[node.op]
         op = node.op
-        return f"{_wrap(node.left, p, old)} {op} {_wrap(node.right, p + 1, old)}"
+        return f"{_unparse(node.left, p, old)} {op} {_unparse(node.right, p + 1, old)}"
     if t is UnaryOp:
-        inner = _wrap(node.operand, _UNARY_PREC, old)
+        inner = _unparse(node.operand, _UNARY_PREC, old)
         if inner[:1] in "+-.0123456789":
             # "- 1" stays an operator applied to 1 (without the space "-1" would read as one literal)
             return f"{node.op} {inner}"
@@ -188,16 +189,16 @@ def _unparse(node: Node, min_prec: int, old: bool) -> str:
     if t is Conditional:
         if node.then is None:
             # elvis is a postfix operator: both operands must be postfix expressions
-            return f"{_wrap(node.cond, _POSTFIX_PREC, old)} ?: {_wrap(node.other, _POSTFIX_PREC, old)}"
-        cond = _wrap(node.cond, _COND_PREC + 1, old)
-        return f"{cond} ? {_wrap(node.then, _COND_PREC, old)} : {_wrap(node.other, _COND_PREC, old)}"
+            return f"{_unparse(node.cond, _POSTFIX_PREC, old)} ?: {_unparse(node.other, _POSTFIX_PREC, old)}"
+        cond = _unparse(node.cond, _COND_PREC + 1, old)
+        return f"{cond} ? {_unparse(node.then, _COND_PREC, old)} : {_unparse(node.other, _COND_PREC, old)}"
     if t is Paren:
         return f"({_unparse(node.inner, 0, old)})"
     if t is Subscript:
         base = node.base
         if type(base) is Literal and type(base.value) in (int, float):
             return f"({_unparse(base, 0, old)})[{_unparse(node.index, 0, old)}]"
-        return f"{_wrap(base, _POSTFIX_PREC, old)}[{_unparse(node.index, 0, old)}]"
+        return f"{_unparse(base, _POSTFIX_PREC, old)}[{_unparse(node.index, 0, old)}]"
     if t is Call:
         return f"{node.name}(" + ",".join(_unparse(a, 0, old) for a in node.args) + ")"
     if t is ListExpr:

@@ -12,7 +12,7 @@ import pathlib
 import re
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from gen import JOB_AD, MACHINE_AD, ExprGen
@@ -69,7 +69,11 @@ def test_evaluation_without_target_is_total(text: str) -> None:
 @given(_generated())
 def test_unparse_round_trip(text: str) -> None:
     """parse_expr(unparse(e)) means the same as e, and unparse is a fixed point after one pass."""
-    e = parse_expr(text)
+    try:
+        e = parse_expr(text)
+    except ClassAdSyntaxError:
+        assume(False)  # the generator also makes text HTCondor rejects (e.g. `x ?: -y`)
+        return
     once = unparse(e)
     again = parse_expr(once)
     assert unparse(again) == once
