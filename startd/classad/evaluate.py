@@ -16,6 +16,7 @@ top-level ad. ``self``, ``parent``, ``toplevel``/``root`` and ``CurrentTime`` ar
 from __future__ import annotations
 
 import math
+import operator
 import time
 from typing import Any, Callable, Sequence
 
@@ -681,77 +682,24 @@ def _compile_binary(node: BinaryOp) -> Closure:
     raise TypeError(f"unknown operator {op}")
 
 
+_PY_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
+}
+
+
 def _compile_compare(op: str, lf: Closure, rf: Closure) -> Closure:
-    # Specialise the common numeric cases; everything else goes through compare().
-    if op == ">=":
+    # Numbers compare directly (the common case in policies); everything else goes through compare().
+    py = _PY_COMPARE[op]
 
-        def ge(st: EvalState) -> Value:
-            a = lf(st)
-            b = rf(st)
-            ta = type(a)
-            if (ta is int or ta is float) and type(b) in _NUM:
-                return a >= b
-            return compare(">=", a, b)
-
-        return ge
-    if op == "<=":
-
-        def le(st: EvalState) -> Value:
-            a = lf(st)
-            b = rf(st)
-            ta = type(a)
-            if (ta is int or ta is float) and type(b) in _NUM:
-                return a <= b
-            return compare("<=", a, b)
-
-        return le
-    if op == ">":
-
-        def gt(st: EvalState) -> Value:
-            a = lf(st)
-            b = rf(st)
-            ta = type(a)
-            if (ta is int or ta is float) and type(b) in _NUM:
-                return a > b
-            return compare(">", a, b)
-
-        return gt
-    if op == "<":
-
-        def lt(st: EvalState) -> Value:
-            a = lf(st)
-            b = rf(st)
-            ta = type(a)
-            if (ta is int or ta is float) and type(b) in _NUM:
-                return a < b
-            return compare("<", a, b)
-
-        return lt
-    if op == "==":
-
-        def eq(st: EvalState) -> Value:
-            a = lf(st)
-            b = rf(st)
-            ta = type(a)
-            if ta is str and type(b) is str:
-                return a.lower() == b.lower()
-            if (ta is int or ta is float) and type(b) in _NUM:
-                return a == b
-            return compare("==", a, b)
-
-        return eq
-
-    def ne(st: EvalState) -> Value:
+    def cmp(st: EvalState) -> Value:
         a = lf(st)
         b = rf(st)
         ta = type(a)
-        if ta is str and type(b) is str:
-            return a.lower() != b.lower()
         if (ta is int or ta is float) and type(b) in _NUM:
-            return a != b
-        return compare("!=", a, b)
+            return py(a, b)
+        return compare(op, a, b)
 
-    return ne
+    return cmp
 
 
 _NUM = frozenset((int, float, bool))

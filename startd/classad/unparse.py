@@ -52,14 +52,22 @@ def quote_string_old(s: str) -> str:
     return '"' + s.replace('"', '\\"') + '"'
 
 
-def format_real(f: float) -> str:
-    """A real as canonical text that reads back as the same number."""
+def _nonfinite_text(f: float) -> str | None:
+    """NaN and the infinities have no literal: they are written as calls of ``real``."""
     if f != f:
         return 'real("NaN")'
     if f == math.inf:
         return 'real("INF")'
     if f == -math.inf:
         return '-real("INF")'
+    return None
+
+
+def format_real(f: float) -> str:
+    """A real as canonical text that reads back as the same number."""
+    special = _nonfinite_text(f)
+    if special is not None:
+        return special
     r = repr(f)
     if "e" in r and "." not in r.split("e")[0]:
         mant, exp = r.split("e")
@@ -69,12 +77,9 @@ def format_real(f: float) -> str:
 
 def format_real_old(f: float) -> str:
     """A real as HTCondor prints it in ads: 15 significant digits, always with a point or exponent."""
-    if f != f:
-        return 'real("NaN")'
-    if f == math.inf:
-        return 'real("INF")'
-    if f == -math.inf:
-        return '-real("INF")'
+    special = _nonfinite_text(f)
+    if special is not None:
+        return special
     s = "%.15G" % f
     if "." not in s and "E" not in s:
         s += ".0"
