@@ -514,15 +514,24 @@ def _is_num(v: Value) -> bool:
     return t is int or t is float
 
 
+def _c_int(x: float) -> int:
+    """A C ``(int)`` cast: truncation towards zero; NaN, the infinities and anything outside 32 bits
+    become -2147483648 (x86's "integer indefinite")."""
+    if x != x or x in (_INF, -_INF):
+        return -2147483648
+    i = int(x)
+    return i if -2147483648 <= i <= 2147483647 else -2147483648
+
+
 def _time_arith(op: str, a: Value, b: Value) -> Value:
     ta = type(a)
     tb = type(b)
-    # an absolute time moves by whole seconds: the relative time is truncated first, as HTCondor does
+    # an absolute time moves by whole seconds: HTCondor casts the relative time to a C int first
     if op == "+":
         if ta is AbsTime and tb is RelTime:
-            return AbsTime(a.secs + real_to_int(float(b.secs)), a.offset)
+            return AbsTime(a.secs + _c_int(b.secs), a.offset)
         if ta is RelTime and tb is AbsTime:
-            return AbsTime(real_to_int(float(a.secs)) + b.secs, b.offset)
+            return AbsTime(_c_int(a.secs) + b.secs, b.offset)
         if ta is RelTime and tb is RelTime:
             return RelTime(a.secs + b.secs)
         return ERROR
@@ -530,7 +539,7 @@ def _time_arith(op: str, a: Value, b: Value) -> Value:
         if ta is AbsTime and tb is AbsTime:
             return RelTime(a.secs - b.secs)
         if ta is AbsTime and tb is RelTime:
-            return AbsTime(a.secs - real_to_int(float(b.secs)), a.offset)
+            return AbsTime(a.secs - _c_int(b.secs), a.offset)
         if ta is RelTime and tb is RelTime:
             return RelTime(a.secs - b.secs)
         return ERROR

@@ -27,6 +27,7 @@ Implemented (HTCondor's names):
 - time: ``time currentTime timeZoneOffset dayTime getYear getMonth getDayOfYear getDayOfMonth
   getDayOfWeek getDays getHours getMinutes getSeconds splitTime formatTime interval``
 - users: ``userHome`` (the machine's password database, as the startd's host sees it)
+- job arguments and environments: ``argsToList listToArgs envV1ToV2 mergeEnvironment``
 
 Left out, on purpose:
 
@@ -35,9 +36,6 @@ Left out, on purpose:
   function).
 - ``unresolved``: reports the external references of an expression, which needs the
   evaluator's reference analysis rather than a value; no policy expression of a startd uses it.
-- ``argsToList listToArgs envV1ToV2 mergeEnvironment``: they re-quote job arguments and
-  environments between HTCondor's V1 and V2 syntaxes, which is the job launcher's business, not
-  a policy expression's; they are unknown functions here (``error``).
 - ``inDays inHours inMinutes inSeconds makeDate sprintf``: HTCondor does not register them (the
   first five are compiled out of its library; it has no printf-like function besides
   ``formatTime``), so they are unknown functions there too.
@@ -46,8 +44,11 @@ Where HTCondor's own library fails the whole evaluation (``random(0)``, ``random
 ``userHome()`` with a wrong argument count), the result here is ``error``. ``absTime("...")`` and
 ``relTime("...")`` with a literal string are read by the parser, as HTCondor does; at run time
 ``absTime`` returns a computed string unchanged and ``relTime`` gives ``relTime(0)``, as HTCondor's
-library does. ``unparse`` writes the canonical text of our unparser, which differs from HTCondor's
-pretty-printer in the layout of lists and records and in how reals are spelled.
+library does. ``unparse`` writes HTCondor's pretty-printed text
+(:mod:`startd.classad.unparse_htcondor`).
+
+Every function in :data:`FUNCTIONS` is total: an unexpected Python exception inside one gives
+``error``.
 
 Differences in regular expressions: HTCondor uses PCRE2 on bytes, without UTF mode. Patterns
 here run under Python's ``re`` on the UTF-8 bytes, which agrees for the usual syntax (classes,
@@ -165,9 +166,9 @@ def fn_unparse(st: Any, args: Sequence[Any]) -> Value:
     if not is_classad(scope) or ref.name not in scope:
         return ""
     expr = scope[ref.name]
-    from .unparse import unparse_node
+    from .unparse_htcondor import unparse_htcondor
 
-    return unparse_node(getattr(expr, "node", expr))
+    return unparse_htcondor(getattr(expr, "node", expr))
 
 
 def fn_debug(st: Any, args: Sequence[Any]) -> Value:
@@ -301,8 +302,8 @@ def fn_quantize(st: Any, args: Sequence[Any]) -> Value:
         if b == 0:
             return a
         if type(a) is int:
-            # C integer division truncates towards zero.
-            q = a + b - 1
+            # 64-bit C arithmetic: the sum wraps, the division truncates towards zero.
+            q = wrap_int(a + b - 1)
             quo = abs(q) // abs(b)
             if (q < 0) != (b < 0):
                 quo = -quo
@@ -318,7 +319,10 @@ def fn_quantize(st: Any, args: Sequence[Any]) -> Value:
 
 def _ceil_real(x: float) -> float:
     """C ``ceil`` on a double (NaN and infinities pass through)."""
-    return float(math.ceil(x)) if math.isfinite(x) else x
+    if not math.isfinite(x):
+        return x
+    # C ceil keeps the sign of a result of zero (ceil(-0.5) is -0.0).
+    return math.copysign(float(math.ceil(x)), x)
 
 
 _rng = _random.Random()
@@ -388,9 +392,10 @@ def fn_size(st: Any, args: Sequence[Any]) -> Value:
 
 
 def _add(a: Value, b: Value) -> Value:
-    if type(a) is float or type(b) is float:
-        return float(a) + float(b)
-    return wrap_int(int(a) + int(b))
+    """``a + b`` as the ``+`` operator computes it (a real sum reaching +inf is an error)."""
+    from .evaluate import arith
+
+    return arith("+", a, b)
 
 
 def _list_arg(st: Any, args: Sequence[Any]) -> Value:
@@ -438,7 +443,9 @@ def fn_avg(st: Any, args: Sequence[Any]) -> Value:
             return ERROR
     if n == 0:
         return 0
-    return float(result) / float(n)
+    from .evaluate import arith
+
+    return arith("/", result, float(n))
 
 
 def _minmax(is_min: bool) -> FunctionType:

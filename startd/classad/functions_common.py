@@ -119,10 +119,15 @@ def value_text(v: Value) -> str:
         return 'absTime("%s")' % abstime_text(v)
     if t is RelTime:
         return 'relTime("%s")' % reltime_text(v)
-    # A record holds expressions: the unparser writes them.
-    from .unparse import format_value
+    # A record holds expressions: HTCondor writes its attributes on one line in the order of its
+    # attribute table (the case-blind name hash), an empty record as "[  ]".
+    from .unparse import quote_name, unparse_node
+    from .unparse_htcondor import name_hash
 
-    return format_value(v)
+    attrs = sorted(((v._names[k], n) for k, n in v._attrs.items()), key=lambda kv: name_hash(kv[0]))
+    if not attrs:
+        return "[  ]"
+    return "[ " + "; ".join(f"{quote_name(name)} = {unparse_node(n)}" for name, n in attrs) + " ]"
 
 
 def to_string(v: Value) -> Value:

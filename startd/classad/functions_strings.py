@@ -60,7 +60,13 @@ def fn_join(st: Any, args: Sequence[Any]) -> Value:
             parts.append(s)
     if saw_undefined and not parts:
         return UNDEFINED
-    return sep.join(parts)
+    # As HTCondor does, the separator goes in only once the text so far is non-empty.
+    buf = ""
+    for s in parts:
+        if buf:
+            buf += sep
+        buf += s
+    return buf
 
 
 def _i32(v: int) -> int:

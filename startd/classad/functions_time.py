@@ -1,15 +1,31 @@
 """Time functions of the ClassAd language.
 
 The current time always comes from the evaluation state's clock (the simulator's virtual clock),
-and local time from its time-zone rules, never from the host directly.
+and local time from its time-zone rules.
+
+HTCondor keeps times in C types, and the edges show through; they are reproduced here:
+
+- ``absTime(i)`` and ``relTime(i)`` of an integer keep its low 32 bits (``absTime(2147483648)``
+  is ``absTime(-2147483648)``); a real (or a relative time, for ``absTime``) goes through a C
+  ``(int)`` cast, which gives ``-2147483648`` for anything out of range, infinities and NaN
+  included. ``relTime`` of a real keeps the real.
+- The fields of a relative time (``getDays``..., ``splitTime``) are computed from that same 32-bit
+  cast.
+- Absolute times themselves are 64-bit seconds; their calendar fields use the proleptic
+  Gregorian calendar for any year a C ``int`` can hold (beyond that, ``error``).
+- ``formatTime`` formats the fields of ``splitTime`` (a record argument is read the same way:
+  integer ``Year``, ``Month``, ``Day``, ``Hours``, ``Minutes``, ``Seconds``, missing ones 0); the
+  day of the week and of the year are recomputed from the date with C integer arithmetic, and the
+  text comes from a C-library-style ``strftime`` in the C locale.
+- ``absTime("...")``/``relTime("...")`` with a single string literal are read when the expression
+  is parsed (:func:`parse_time_literal`); a relative time read that way is a real number.
 """
 
 from __future__ import annotations
 
-import calendar
-import re
+import math
 import time as _time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from .functions_common import (
     ERROR, UNDEFINED, AbsTime, RelTime, c_div, real_to_int, to_int,
@@ -20,14 +36,13 @@ from .values import is_classad
 Value = Any
 FunctionType = Callable[[Any, Sequence[Any]], Value]
 
+_INT_MIN = -2**31
+_INT_MAX = 2**31 - 1
+_C_SPACE = " \t\n\v\f\r"
+
 
 def _now(st: Any) -> int:
     return int(st.clock())
-
-
-def _local_fields(st: Any, secs: int) -> _time.struct_time:
-    """Broken-down local time of an instant."""
-    return _time.gmtime(secs + int(st.local_tz_offset(secs)))
 
 
 def _c_mod(a: int, b: int) -> int:
@@ -36,7 +51,103 @@ def _c_mod(a: int, b: int) -> int:
 
 
 def _i32(v: int) -> int:
+    """The low 32 bits of an integer, as a signed C ``int``."""
     return ((v + 2**31) % 2**32) - 2**31
+
+
+def c_int_cast(x: float) -> int:
+    """A C ``(int)`` cast of a double on x86-64: truncation, ``INT_MIN`` when out of range."""
+    if x != x or x >= 2147483648.0 or x <= -2147483649.0:
+        return _INT_MIN
+    return int(x)
+
+
+def _offset_of(st: Any, secs: int) -> int:
+    """The local zone's offset east of UTC at the instant ``secs``."""
+    try:
+        return int(st.local_tz_offset(secs))
+    except (OverflowError, OSError, ValueError):
+        return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Calendar arithmetic (proleptic Gregorian, any year)
+# --------------------------------------------------------------------------------------------
+
+def _days_from_civil(y: int, m: int, d: int) -> int:
+    """Days since 1970-01-01 of a date (month 1-12)."""
+    y -= m <= 2
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * ((m + 9) % 12) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+def _civil_from_days(z: int) -> tuple[int, int, int]:
+    """The date (year, month 1-12, day) of a day count since 1970-01-01."""
+    z += 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    d = doy - (153 * mp + 2) // 5 + 1
+    m = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (m <= 2), m, d
+
+
+class Tm:
+    """A C ``struct tm``: ``year`` counts from 1900, ``mon`` from 0, ``wday`` from Sunday."""
+
+    __slots__ = ("year", "mon", "mday", "hour", "min", "sec", "wday", "yday")
+
+    def __init__(self, year: int, mon: int, mday: int, hour: int, minute: int, sec: int,
+                 wday: int, yday: int) -> None:
+        self.year, self.mon, self.mday = year, mon, mday
+        self.hour, self.min, self.sec = hour, minute, sec
+        self.wday, self.yday = wday, yday
+
+
+def gm_fields(secs: int) -> Optional[Tm]:
+    """``gmtime`` of an instant, or None when the year does not fit a C ``int``."""
+    days, rem = divmod(int(secs), 86400)
+    y, m, d = _civil_from_days(days)
+    if not _INT_MIN <= y - 1900 <= _INT_MAX:
+        return None
+    return Tm(y - 1900, m - 1, d, rem // 3600, rem % 3600 // 60, rem % 60,
+              (days + 4) % 7, days - _days_from_civil(y, 1, 1))
+
+
+def _local_fields(st: Any, secs: int) -> Optional[Tm]:
+    """Broken-down local time of an instant (None when out of range)."""
+    return gm_fields(secs + _offset_of(st, secs))
+
+
+def _is_leap(year: int) -> bool:
+    mod4 = _c_mod(year, 4)
+    mod400 = _c_mod(year, 400)
+    return mod4 == 0 and mod400 not in (100, 200, 300)
+
+
+def _fixed_from_gregorian(year: int, month: int, day: int) -> int:
+    """HTCondor's day number of a date, in C ``int`` arithmetic."""
+    if month <= 2:
+        adjust = 0
+    elif _is_leap(year):
+        adjust = -1
+    else:
+        adjust = -2
+    ym1 = _i32(year - 1)
+    return _i32(365 * ym1 + c_div(ym1, 4) - c_div(ym1, 100) + c_div(ym1, 400)
+                + c_div(_i32(_i32(367 * month) - 362), 12) + adjust + day)
+
+
+def _day_numbers(year: int, month: int, day: int) -> tuple[int, int]:
+    """(weekday, day of the year) as ``formatTime`` computes them (C remainder: may be < 0)."""
+    fixed = _fixed_from_gregorian(year, month, day)
+    jan1 = _fixed_from_gregorian(year, 1, 1)
+    return _c_mod(fixed, 7), _i32(fixed - jan1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -55,14 +166,14 @@ def fn_currenttime(st: Any, args: Sequence[Any]) -> Value:
     if args:
         return ERROR
     now = _now(st)
-    return AbsTime(now, int(st.local_tz_offset(now)))
+    return AbsTime(now, _offset_of(st, now))
 
 
 def fn_timezoneoffset(st: Any, args: Sequence[Any]) -> Value:
     """``timeZoneOffset()``: the local zone's offset east of UTC, as a relative time."""
     if args:
         return ERROR
-    return RelTime(int(st.local_tz_offset(_now(st))))
+    return RelTime(_offset_of(st, _now(st)))
 
 
 def fn_daytime(st: Any, args: Sequence[Any]) -> Value:
@@ -70,66 +181,196 @@ def fn_daytime(st: Any, args: Sequence[Any]) -> Value:
     if args:
         return ERROR
     tm = _local_fields(st, _now(st))
-    return RelTime(tm.tm_hour * 3600 + tm.tm_min * 60 + tm.tm_sec)
+    if tm is None:
+        return ERROR
+    return RelTime(tm.hour * 3600 + tm.min * 60 + tm.sec)
+
+
+# --------------------------------------------------------------------------------------------
+# Time literals: absTime("...") and relTime("...")
+# --------------------------------------------------------------------------------------------
+
+def _is_digit(ch: str) -> bool:
+    return "0" <= ch <= "9"
+
+
+def _atoi(text: str) -> int:
+    """C ``atoi`` of a string that starts with a digit (leading digits only)."""
+    n = 0
+    for ch in text:
+        if not _is_digit(ch):
+            break
+        n = n * 10 + ord(ch) - 48
+    return n
+
+
+def _extract_zone(s: str) -> tuple[bool, str, int, int]:
+    """A trailing ``+hhmm``/``-hhmm`` zone: (found, text without it, hours, minutes)."""
+    off = s[-5:]
+    if len(off) == 5 and off[0] in "+-" and all(_is_digit(c) for c in off[1:]):
+        hh, mm = int(off[1:3]), int(off[3:5])
+        if off[0] == "-":
+            hh, mm = -hh, -mm
+        return True, s[:-5], hh, mm
+    return False, s, 0, 0
+
+
+def _host_offset(secs: int) -> int:
+    """The host zone's offset east of UTC at ``secs`` (the parser has no evaluation state)."""
+    try:
+        return int(_time.localtime(secs).tm_gmtoff or 0)
+    except (OverflowError, OSError, ValueError):
+        return 0
+
+
+def _make_abstime(text: str) -> Optional[AbsTime]:
+    """An absolute time read from its literal text, as HTCondor's parser reads it."""
+    s = text
+    have_zone = False
+    tzhr = tzmin = 0
+    n = len(s)
+    i = n - 1
+    while i >= 0 and s[i] in _C_SPACE:
+        i -= 1
+    if i > 0 and s[i] in "zZ":
+        have_zone = True
+        s = s[:i] + s[i + 1:]
+    elif n > 5 and s[n - 5] in "+-":
+        have_zone, s, tzhr, tzmin = _extract_zone(s)
+    elif n > 6 and s[n - 6] in "+-" and s[n - 3] == ":":
+        s = s[:n - 3] + s[n - 2:]
+        have_zone, s, tzhr, tzmin = _extract_zone(s)
+
+    n = len(s)
+    i = 0
+
+    def next_digit(j: int) -> int:
+        while j < n and not _is_digit(s[j]):
+            j += 1
+        return j
+
+    i = next_digit(i)
+    if i > n - 4:
+        return None
+    fields = [_atoi(s[i:i + 4]) - 1900, 0, 0, 0, 0, 0]  # year, mon, mday, hour, min, sec
+    i = next_digit(i + 4)
+    for k in range(1, 6):
+        if i <= n - 2:
+            fields[k] = _atoi(s[i:i + 2]) - (k == 1)  # the month counts from 0
+            i += 2
+        i = next_digit(i)
+    if i <= n - 1 and _is_digit(s[i]):
+        return None
+    year, mon, mday, hour, minute, sec = fields
+    wall = ((_days_from_civil(1900 + year + mon // 12, mon % 12 + 1, 1) + mday - 1) * 86400
+            + hour * 3600 + minute * 60 + sec)
+    standard = -_time.timezone
+    made = wall - standard  # mktime() of the fields as standard local time
+    if made == -1:
+        return None
+    offset = tzhr * 3600 + tzmin * 60 if have_zone else _host_offset(made)
+    return AbsTime(made + standard - offset, offset)
+
+
+def _rev_int(digits: str) -> int:
+    """A run of digits as a C ``int`` (0 when empty or too large, as ``from_chars`` leaves it)."""
+    if not digits:
+        return 0
+    v = int(digits)
+    return v if v <= _INT_MAX else 0
+
+
+def _make_reltime(text: str) -> Optional[float]:
+    """A relative time read from its literal text (``[-][D+][HH:][MM:]SS[.f]`` or ``1d2h3m4s``)."""
+    s = text
+    i = len(s) - 1
+
+    def skip_space(j: int) -> int:
+        while j >= 0 and s[j] in _C_SPACE:
+            j -= 1
+        return j
+
+    def digits_before(j: int) -> tuple[str, int]:
+        start = j
+        while j >= 0 and _is_digit(s[j]):
+            j -= 1
+        return s[j + 1:start + 1], j
+
+    secs = 0.0
+    mins = hrs = days = 0
+    i = skip_space(i)
+    if i >= 0 and (s[i] in "sS" or _is_digit(s[i])):
+        if s[i] in "sS":
+            i -= 1
+        i = skip_space(i)
+        whole, i = digits_before(i)
+        num = whole
+        if i >= 0 and s[i] == ".":
+            i -= 1
+            intpart, i = digits_before(i)
+            num = intpart + "." + whole
+        try:
+            secs = float(num) if num.strip(".") else 0.0
+        except ValueError:
+            secs = 0.0
+    i = skip_space(i)
+    if i >= 0 and s[i] in "mM:":
+        i = skip_space(i - 1)
+        d, i = digits_before(i)
+        mins = _rev_int(d)
+    i = skip_space(i)
+    if i >= 0 and s[i] in "hH:":
+        i = skip_space(i - 1)
+        d, i = digits_before(i)
+        hrs = _rev_int(d)
+    i = skip_space(i)
+    if i >= 0 and s[i] in "dD+":
+        i = skip_space(i - 1)
+        d, i = digits_before(i)
+        days = _rev_int(d)
+    i = skip_space(i)
+    negative = False
+    if i >= 0 and s[i] == "-":
+        negative = True
+        i -= 1
+    i = skip_space(i)
+    if i >= 0:
+        return None
+    whole_part = _i32(_i32(_i32(days * 86400) + _i32(hrs * 3600)) + _i32(mins * 60))
+    total = float(whole_part) + secs
+    return -total if negative else total
+
+
+def parse_time_literal(fname: str, text: str) -> Value:
+    """The value of ``absTime("text")`` or ``relTime("text")`` with a string literal argument.
+
+    HTCondor reads these when it parses the expression: ``absTime`` gives an absolute time,
+    ``relTime`` a *real* number of seconds. None means the text is not a valid time (the
+    expression is then a syntax error).
+    """
+    name = fname.lower()
+    if name == "abstime":
+        return _make_abstime(text)
+    if name == "reltime":
+        return _make_reltime(text)
+    return None
+
+
+def parse_reltime(text: str) -> Value:
+    """A relative time from its literal text, or ERROR."""
+    r = _make_reltime(text)
+    return ERROR if r is None else RelTime(r)
+
+
+def parse_abstime(text: str) -> Value:
+    """An absolute time from its literal text, or ERROR."""
+    r = _make_abstime(text)
+    return ERROR if r is None else r
 
 
 # --------------------------------------------------------------------------------------------
 # absTime / relTime
 # --------------------------------------------------------------------------------------------
-
-_ABS_RE = re.compile(
-    r"\s*(\d{4})-?(\d{2})-?(\d{2})"
-    r"(?:[Tt ]?(\d{2}):?(\d{2})(?::?(\d{2}))?)?"
-    r"\s*(?:([Zz])|([+-])(\d{2}):?(\d{2}))?\s*$")
-
-
-def parse_abstime(st: Any, text: str) -> Value:
-    """An absolute time from its text (``2020-01-02T03:04:05+01:00``; no zone means local)."""
-    m = _ABS_RE.match(text)
-    if not m:
-        return ERROR
-    y, mo, d = int(m.group(1)), int(m.group(2)), int(m.group(3))
-    hh = int(m.group(4) or 0)
-    mi = int(m.group(5) or 0)
-    ss = int(m.group(6) or 0)
-    if not (1 <= mo <= 12 and 1 <= d <= 31 and hh < 24 and mi < 60 and ss < 61):
-        return ERROR
-    wall = calendar.timegm((y, mo, d, hh, mi, ss, 0, 0, 0))
-    if m.group(7):
-        return AbsTime(wall, 0)
-    if m.group(8):
-        off = int(m.group(9)) * 3600 + int(m.group(10)) * 60
-        if m.group(8) == "-":
-            off = -off
-        return AbsTime(wall - off, off)
-    off = int(st.local_tz_offset(wall))
-    off = int(st.local_tz_offset(wall - off))
-    return AbsTime(wall - off, off)
-
-
-_REL_RE = re.compile(
-    r"\s*([+-])?(?:(\d+)\+)?(?:(\d+):)?(?:(\d+):)?(\d+)(?:\.(\d+))?\s*$")
-
-
-def parse_reltime(text: str) -> Value:
-    """A relative time from its text (``[-][D+][HH:][MM:]SS[.fff]``)."""
-    m = _REL_RE.match(text)
-    if not m:
-        return ERROR
-    sign, days, a, b, secs, frac = m.groups()
-    if a is not None and b is not None:
-        hours, mins = int(a), int(b)
-    elif a is not None:
-        hours, mins = 0, int(a)
-    else:
-        hours, mins = 0, 0
-    total: float = int(days or 0) * 86400 + hours * 3600 + mins * 60 + int(secs)
-    if frac:
-        total += float("0." + frac)
-    if sign == "-":
-        total = -total
-    return RelTime(total)
-
 
 def _literal_string(node: Any) -> str | None:
     """The text of a string-literal argument (HTCondor reads those as time literals)."""
@@ -145,8 +386,11 @@ def fn_abstime(st: Any, args: Sequence[Any]) -> Value:
         return fn_currenttime(st, args)
     if n > 2:
         return ERROR
-    if n == 1 and _literal_string(args[0]) is not None:
-        return parse_abstime(st, _literal_string(args[0]))
+    if n == 1:
+        text = _literal_string(args[0])
+        if text is not None:
+            lit = _make_abstime(text)
+            return ERROR if lit is None else lit
     v = args[0].ev(st)
     offset = None
     if n == 2:
@@ -157,18 +401,18 @@ def fn_abstime(st: Any, args: Sequence[Any]) -> Value:
         elif to is float:
             offset = _i32(real_to_int(o))
         elif to is RelTime:
-            offset = int(o.secs)
+            offset = c_int_cast(float(o.secs))
         else:
             return ERROR
     t = type(v)
     if t is int:
-        secs = v
+        secs = _i32(v)
     elif t is float:
-        secs = real_to_int(v)
+        secs = c_int_cast(v)
     elif t is AbsTime:
         return v
     elif t is RelTime:
-        secs = int(v.secs)
+        secs = c_int_cast(float(v.secs))
     elif t is str:
         # HTCondor reads a literal string argument when parsing; a string computed at run time
         # comes back unchanged.
@@ -178,7 +422,7 @@ def fn_abstime(st: Any, args: Sequence[Any]) -> Value:
     else:
         return ERROR
     if offset is None:
-        offset = int(st.local_tz_offset(secs))
+        offset = _offset_of(st, secs)
     return AbsTime(secs, offset)
 
 
@@ -189,11 +433,13 @@ def fn_reltime(st: Any, args: Sequence[Any]) -> Value:
     text = _literal_string(args[0])
     if text is not None:
         # HTCondor's parser turns relTime("...") into the number of seconds, a real.
-        r = parse_reltime(text)
-        return float(r.secs) if type(r) is RelTime else r
+        lit = _make_reltime(text)
+        return ERROR if lit is None else lit
     v = args[0].ev(st)
     t = type(v)
-    if t is int or t is float:
+    if t is int:
+        return RelTime(_i32(v))
+    if t is float:
         return RelTime(v)
     if t is RelTime:
         return v
@@ -212,15 +458,15 @@ def fn_reltime(st: Any, args: Sequence[Any]) -> Value:
 # Fields
 # --------------------------------------------------------------------------------------------
 
-_ABS_FIELDS: dict[str, Callable[[_time.struct_time], int]] = {
-    "getyear": lambda tm: tm.tm_year,
-    "getmonth": lambda tm: tm.tm_mon,
-    "getdayofyear": lambda tm: tm.tm_yday - 1,
-    "getdayofmonth": lambda tm: tm.tm_mday,
-    "getdayofweek": lambda tm: (tm.tm_wday + 1) % 7,
-    "gethours": lambda tm: tm.tm_hour,
-    "getminutes": lambda tm: tm.tm_min,
-    "getseconds": lambda tm: tm.tm_sec,
+_ABS_FIELDS: dict[str, Callable[[Tm], int]] = {
+    "getyear": lambda tm: tm.year + 1900,
+    "getmonth": lambda tm: tm.mon + 1,
+    "getdayofyear": lambda tm: tm.yday,
+    "getdayofmonth": lambda tm: tm.mday,
+    "getdayofweek": lambda tm: tm.wday,
+    "gethours": lambda tm: tm.hour,
+    "getminutes": lambda tm: tm.min,
+    "getseconds": lambda tm: tm.sec,
 }
 
 _REL_FIELDS: dict[str, Callable[[int], int]] = {
@@ -244,51 +490,63 @@ def _get_field(name: str) -> FunctionType:
             if abs_f is None:
                 return ERROR
             # HTCondor reads these fields in the local zone, whatever the value's own offset.
-            return abs_f(_local_fields(st, int(v.secs)))
+            tm = _local_fields(st, int(v.secs))
+            return ERROR if tm is None else abs_f(tm)
         if t is RelTime:
             if rel_f is None:
                 return ERROR
-            return rel_f(int(v.secs))
+            return rel_f(c_int_cast(float(v.secs)))
         return ERROR
     return fn
 
 
-def _split(st: Any, v: Value) -> Value:
-    """The fields of a time as (kind, dict), or None when the value is not a time."""
+def _split_reltime(rsecs: float) -> dict[str, Any]:
+    """The fields ``splitTime`` gives a relative time (the sign on the leading non-zero one)."""
+    negative = rsecs < 0
+    if negative:
+        rsecs = -rsecs
+    days = c_int_cast(rsecs)
+    hrs = _c_mod(days, 86400)
+    mins = _c_mod(hrs, 3600)
+    frac = rsecs - math.floor(rsecs) if math.isfinite(rsecs) else math.nan
+    secs = _c_mod(mins, 60) + frac
+    days = c_div(days, 86400)
+    hrs = c_div(hrs, 3600)
+    mins = c_div(mins, 60)
+    if negative:
+        if days > 0:
+            days = -days
+        elif hrs > 0:
+            hrs = -hrs
+        elif mins > 0:
+            mins = -mins
+        else:
+            secs = -secs
+    return {"Days": days, "Hours": hrs, "Minutes": mins, "Seconds": secs}
+
+
+def _split_abstime(secs: int, offset: int) -> Optional[dict[str, Any]]:
+    """The fields ``splitTime`` gives an absolute time (None when out of the calendar's range)."""
+    tm = gm_fields(secs + offset)
+    if tm is None:
+        return None
+    return {"Year": _i32(tm.year + 1900), "Month": tm.mon + 1, "Day": tm.mday,
+            "Hours": tm.hour, "Minutes": tm.min, "Seconds": tm.sec, "Offset": offset}
+
+
+def _split(st: Any, v: Value) -> Optional[tuple[str, dict[str, Any]]]:
+    """The fields of a number or a time as (type, fields); None when it has none."""
     t = type(v)
     if t is RelTime:
-        secs = float(v.secs)
-        r = abs(secs)
-        days = int(r // 86400)
-        r -= days * 86400
-        hours = int(r // 3600)
-        r -= hours * 3600
-        mins = int(r // 60)
-        r -= mins * 60
-        if secs < 0:
-            # The sign goes on the leading non-zero field.
-            if days:
-                days = -days
-            elif hours:
-                hours = -hours
-            elif mins:
-                mins = -mins
-            else:
-                r = -r
-        return ("RelativeTime", {"Days": days, "Hours": hours, "Minutes": mins, "Seconds": r})
+        return ("RelativeTime", _split_reltime(float(v.secs)))
     if t is int or t is float:
-        secs = real_to_int(float(v)) if t is float else v
-        v = AbsTime(secs, int(st.local_tz_offset(secs)))
-        t = AbsTime
-    if t is AbsTime:
-        secs = int(v.secs)
-        tm = _time.gmtime(secs + v.offset)
-        return ("AbsoluteTime", {
-            "Year": tm.tm_year, "Month": tm.tm_mon, "Day": tm.tm_mday,
-            "Hours": tm.tm_hour, "Minutes": tm.tm_min, "Seconds": tm.tm_sec,
-            "Offset": v.offset,
-        })
-    return None
+        secs = v if t is int else c_int_cast(v)
+        fields = _split_abstime(secs, _offset_of(st, secs))
+    elif t is AbsTime:
+        fields = _split_abstime(int(v.secs), v.offset)
+    else:
+        return None
+    return None if fields is None else ("AbsoluteTime", fields)
 
 
 def fn_splittime(st: Any, args: Sequence[Any]) -> Value:
@@ -312,40 +570,217 @@ def fn_splittime(st: Any, args: Sequence[Any]) -> Value:
     return ad
 
 
-def _strftime(fmt: str, tm: tuple[int, ...]) -> Value:
-    try:
-        return _time.strftime(fmt, tm)
-    except (ValueError, UnicodeError, OverflowError):
-        return ERROR
+# --------------------------------------------------------------------------------------------
+# formatTime
+# --------------------------------------------------------------------------------------------
+
+_WDAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December")
+
+
+def _iso_week_days(yday: int, wday: int) -> int:
+    return yday - _c_mod(yday - wday + 4 + 378, 7) + 3
+
+
+def _c_strftime(fmt: str, tm: Tm, mktime: Callable[[Tm], int]) -> str:
+    """``strftime`` in the C locale, for any field values (out-of-range names print ``?``)."""
+    out: list[str] = []
+    i, n = 0, len(fmt)
+    year = _i32(tm.year + 1900)
+    while i < n:
+        ch = fmt[i]
+        if ch != "%":
+            out.append(ch)
+            i += 1
+            continue
+        start = i
+        i += 1
+        pad = ""
+        upcase = swapcase = False
+        while i < n and fmt[i] in "_-0^#":
+            if fmt[i] == "^":
+                upcase = True
+            elif fmt[i] == "#":
+                swapcase = True
+            else:
+                pad = fmt[i]
+            i += 1
+        width = 0
+        while i < n and _is_digit(fmt[i]):
+            width = width * 10 + ord(fmt[i]) - 48
+            i += 1
+        while i < n and fmt[i] in "EO":
+            i += 1
+        if i >= n:
+            out.append(fmt[start:])
+            break
+        conv = fmt[i]
+        i += 1
+
+        def num(value: int, digits: int, space: bool = False) -> str:
+            neg = value < 0
+            body = str(-value if neg else value)
+            w = width or digits
+            fill = " " if (space and pad not in ("0",)) or pad == "_" else "0"
+            if pad == "-":
+                return ("-" if neg else "") + body
+            if fill == "0":
+                return ("-" if neg else "") + body.rjust(w - neg, "0")
+            return (("-" if neg else "") + body).rjust(w, " ")
+
+        def text(s: str, upper_for_swap: bool = True) -> str:
+            if upcase or (swapcase and upper_for_swap):
+                s = s.upper()
+            elif swapcase:
+                s = s.lower()
+            if width > len(s):
+                s = s.rjust(width, "0" if pad == "0" else " ")
+            return s
+
+        if conv == "%":
+            out.append(text("%"))
+        elif conv in "aA":
+            name = _WDAYS[tm.wday] if 0 <= tm.wday <= 6 else "?"
+            out.append(text(name[:3] if conv == "a" else name))
+        elif conv in "bBh":
+            name = _MONTHS[tm.mon] if 0 <= tm.mon <= 11 else "?"
+            out.append(text(name if conv == "B" else name[:3]))
+        elif conv == "c":
+            out.append(text(_c_strftime("%a %b %e %H:%M:%S %Y", tm, mktime)))
+        elif conv == "C":
+            out.append(num(year // 100, 2))
+        elif conv == "d":
+            out.append(num(tm.mday, 2))
+        elif conv in "Dx":
+            out.append(text(_c_strftime("%m/%d/%y", tm, mktime)))
+        elif conv == "e":
+            out.append(num(tm.mday, 2, space=True))
+        elif conv == "F":
+            out.append(text(_c_strftime("%Y-%m-%d", tm, mktime)))
+        elif conv == "H":
+            out.append(num(tm.hour, 2))
+        elif conv == "k":
+            out.append(num(tm.hour, 2, space=True))
+        elif conv in "Il":
+            h12 = tm.hour
+            if h12 > 12:
+                h12 -= 12
+            elif h12 == 0:
+                h12 = 12
+            out.append(num(h12, 2, space=(conv == "l")))
+        elif conv == "j":
+            out.append(num(tm.yday + 1, 3))
+        elif conv == "m":
+            out.append(num(tm.mon + 1, 2))
+        elif conv == "M":
+            out.append(num(tm.min, 2))
+        elif conv == "n":
+            out.append("\n")
+        elif conv == "t":
+            out.append("\t")
+        elif conv == "p":
+            out.append(text("PM" if tm.hour > 11 else "AM", upper_for_swap=False))
+        elif conv == "P":
+            out.append(text("pm" if tm.hour > 11 else "am"))
+        elif conv == "r":
+            out.append(text(_c_strftime("%I:%M:%S %p", tm, mktime)))
+        elif conv == "R":
+            out.append(text(_c_strftime("%H:%M", tm, mktime)))
+        elif conv == "s":
+            out.append(num(mktime(tm), 1))
+        elif conv == "S":
+            out.append(num(tm.sec, 2))
+        elif conv in "TX":
+            out.append(text(_c_strftime("%H:%M:%S", tm, mktime)))
+        elif conv == "u":
+            out.append(num(_c_mod(tm.wday - 1 + 7, 7) + 1, 1))
+        elif conv == "w":
+            out.append(num(tm.wday, 1))
+        elif conv == "U":
+            out.append(num(c_div(tm.yday - tm.wday + 7, 7), 2))
+        elif conv == "W":
+            out.append(num(c_div(tm.yday - _c_mod(tm.wday - 1 + 7, 7) + 7, 7), 2))
+        elif conv in "GgV":
+            iso_year = year
+            days = _iso_week_days(tm.yday, tm.wday)
+            if days < 0:
+                iso_year -= 1
+                days = _iso_week_days(tm.yday + 365 + _is_leap(iso_year), tm.wday)
+            else:
+                d = _iso_week_days(tm.yday - (365 + _is_leap(iso_year)), tm.wday)
+                if d >= 0:
+                    iso_year += 1
+                    days = d
+            if conv == "G":
+                out.append(num(iso_year, 1))
+            elif conv == "g":
+                out.append(num((_c_mod(iso_year, 100) + 100) % 100, 2))
+            else:
+                out.append(num(c_div(days, 7) + 1, 2))
+        elif conv == "y":
+            out.append(num((_c_mod(year, 100) + 100) % 100, 2))
+        elif conv == "Y":
+            out.append(num(year, 1))
+        elif conv == "z":
+            out.append(text("+0000"))
+        elif conv == "Z":
+            out.append(text(_time.tzname[0], upper_for_swap=False))
+        else:
+            out.append(fmt[start:i])
+    return "".join(out)
+
+
+def _int_field(st: Any, ad: Any, name: str) -> Optional[int]:
+    """An integer attribute of a record, as a C ``int`` (None when missing or not an integer)."""
+    node = ad.get_node(name)
+    if node is None:
+        return None
+    v = st.eval_in(node, ad)
+    return _i32(v) if type(v) is int else None
 
 
 def fn_formattime(st: Any, args: Sequence[Any]) -> Value:
-    """``formatTime([t [, format]])``: ``strftime`` of a time in its own offset (default ``%c``)."""
+    """``formatTime([t [, format]])``: ``strftime`` of a time's fields (default format ``%c``)."""
     n = len(args)
+
+    def mktime(tm: Tm) -> int:
+        wall = ((_days_from_civil(1900 + tm.year + tm.mon // 12, tm.mon % 12 + 1, 1)
+                 + tm.mday - 1) * 86400 + tm.hour * 3600 + tm.min * 60 + tm.sec)
+        # C mktime() with tm_isdst = 0: the fields are read as the zone's standard time.
+        return wall + _time.timezone
+
     if n == 0:
         tm = _local_fields(st, _now(st))
-        return _strftime("%c", tuple(tm[:8]) + (0,))
+        return ERROR if tm is None else _c_strftime("%c", tm, mktime)
     if n > 2:
         return ERROR
     v = args[0].ev(st)
-    if type(v) is RelTime or v is UNDEFINED or is_classad(v):
+    if type(v) is RelTime:
         return ERROR
-    parts = _split(st, v)
-    if parts is None:
-        return ERROR
-    f = parts[1]
+    if is_classad(v):
+        fields = {k: _int_field(st, v, k) for k in ("Year", "Month", "Day", "Hours", "Minutes",
+                                                    "Seconds")}
+    else:
+        parts = _split(st, v)
+        if parts is None:
+            return ERROR
+        fields = parts[1]
+    year = fields["Year"]
+    month = fields["Month"]
+    tm_year = 0 if year is None else _i32(year - 1900)
+    tm_mon = 0 if month is None else _i32(month - 1)
+    mday = fields["Day"] or 0
+    wday, yday = _day_numbers(_i32(tm_year + 1900), _i32(tm_mon + 1), mday)
+    tm = Tm(tm_year, tm_mon, mday, fields["Hours"] or 0, fields["Minutes"] or 0,
+            fields["Seconds"] or 0, wday, yday)
     if n == 2:
         fmt = args[1].ev(st)
         if type(fmt) is not str:
             return ERROR
     else:
         fmt = "%c"
-    y, mo, d = f["Year"], f["Month"], f["Day"]
-    wday = calendar.weekday(y, mo, d)
-    yday = (calendar.timegm((y, mo, d, 0, 0, 0, 0, 0, 0))
-            - calendar.timegm((y, 1, 1, 0, 0, 0, 0, 0, 0))) // 86400 + 1
-    # A bare tuple (no zone attached) makes %Z/%z come out as HTCondor's zeroed struct tm does.
-    return _strftime(fmt, (y, mo, d, f["Hours"], f["Minutes"], f["Seconds"], wday, yday, 0))
+    return _c_strftime(fmt, tm, mktime)
 
 
 def fn_interval(st: Any, args: Sequence[Any]) -> Value:
@@ -386,4 +821,4 @@ TIME_FUNCTIONS.update({name: _get_field(name) for name in
                        ("getyear", "getmonth", "getdayofyear", "getdayofmonth", "getdayofweek",
                         "getdays", "gethours", "getminutes", "getseconds")})
 
-__all__ = ["TIME_FUNCTIONS", "parse_abstime", "parse_reltime"]
+__all__ = ["TIME_FUNCTIONS", "parse_time_literal", "parse_abstime", "parse_reltime", "c_int_cast", "gm_fields"]

@@ -473,6 +473,14 @@ class Parser:
                         self.i += 1
                         args.append(self.expr())
                 self.expect_op(")")
+                lname = t[1].lower()
+                if (lname == "abstime" or lname == "reltime") and len(args) == 1 and type(args[0]) is Literal \
+                        and type(args[0].value) is str:
+                    # HTCondor evaluates a time literal while parsing, so a malformed one is a syntax error
+                    from .functions_time import parse_time_literal
+
+                    if parse_time_literal(lname, args[0].value) is None:
+                        raise self.error(f"{t[1]}({args[0].value!r}) is not a valid time", t)
                 return Call(t[1], args)
             return AttrRef(t[1])
         if k == "int" or k == "real":

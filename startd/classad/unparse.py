@@ -87,19 +87,14 @@ def format_real_old(f: float) -> str:
 
 
 def _abstime_text(t: AbsTime) -> str:
-    import time as _time
+    from .functions_common import abstime_text
 
-    secs = t.secs
-    off = t.offset
     try:
-        tm = _time.gmtime(secs + off)
+        return 'absTime("%s")' % abstime_text(t)
     except (OverflowError, OSError, ValueError):
+        # outside what a calendar can show: the seconds themselves
+        secs = t.secs
         return f"absTime({format_real(float(secs)) if isinstance(secs, float) else secs})"
-    sign = "+" if off >= 0 else "-"
-    a = abs(off)
-    return 'absTime("%04d-%02d-%02dT%02d:%02d:%02d%s%02d:%02d")' % (
-        tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, sign, a // 3600, (a % 3600) // 60,
-    )
 
 
 def _reltime_text(t: RelTime) -> str:

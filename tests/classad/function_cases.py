@@ -403,3 +403,91 @@ CASES["userhome"] = [
     'userHome(undefined, "d")', "userHome(error)", 'userHome("nosuchuser-xyz", "/tmp")',
     'userHome("root", "/x")', 'userHome("")', 'userHome(error, "d")', 
 ]
+
+CASES["argsenv"] = [
+    'argsToList("a b")', 'argsToList("  a   b  ")', 'argsToList("")', "argsToList(\"'a b' c\")",
+    "argsToList(\"'it''s'\")", "argsToList(\"''\")", "argsToList(\"'abc\")", 'argsToList("a\\tb\\nc")',
+    'argsToList("a\\"b")', "argsToList(\"a'b'c\")", "argsToList(\"a '' b\")", 'argsToList("a\\fb")',
+    "argsToList(1)", "argsToList(undefined)", "argsToList(error)", 'argsToList("a", "b")',
+    "argsToList()", 'argsToList({"a"})',
+    'listToArgs({"a", "b c"})', "listToArgs({ })", 'listToArgs({""})', 'listToArgs({"", ""})',
+    "listToArgs({\"it's\"})", 'listToArgs({"a  b"})', 'listToArgs({"a b", "c d"})',
+    "listToArgs({\"'\"})", "listToArgs({\"''\"})", 'listToArgs({"a\\tb"})', 'listToArgs({"\\"x\\""})',
+    "listToArgs({1, 2})", "listToArgs({undefined})", 'listToArgs({"a", error})',
+    'listToArgs("a b")', "listToArgs(undefined)", "listToArgs()", 'listToArgs({"a"}, {"b"})',
+    'argsToList(listToArgs({"a b", "", "it\'s", "c"}))',
+    'envV1ToV2("A=1;B=2")', 'envV1ToV2("B=1;A=2")', 'envV1ToV2("Z=1;B=2;a=3;_X=4;b=5")',
+    'envV1ToV2("A=1;A=2")', 'envV1ToV2("")', 'envV1ToV2(" A=1 ; B = 2 ")', "envV1ToV2(\"A=x y;B='q'\")",
+    'envV1ToV2("A=1\\nB=2")', 'envV1ToV2("A=1|B=2")', 'envV1ToV2("|A=1|B=2")', 'envV1ToV2(",A=1,B=2")',
+    'envV1ToV2("_A=1_B=2")', 'envV1ToV2("A")', 'envV1ToV2("=1")', 'envV1ToV2("A=")',
+    'envV1ToV2("A==b")', 'envV1ToV2("$$(X)")', 'envV1ToV2("A=$$(X);$$(Y)")', 'envV1ToV2("$$(X);A=1")',
+    'envV1ToV2(";;A=1;;")', "envV1ToV2(undefined)", "envV1ToV2(error)", "envV1ToV2(1)",
+    "envV1ToV2()", 'envV1ToV2("a", "b")', 'envV1ToV2("A=1\\t;B=2")', 'envV1ToV2("| A=1| B=2")',
+    'mergeEnvironment("A=1", "B=2")', 'mergeEnvironment("B=1", "A=2")', 'mergeEnvironment("A=1 B=2", "A=3")',
+    "mergeEnvironment()", "mergeEnvironment(undefined)", 'mergeEnvironment(undefined, "A=1")',
+    'mergeEnvironment("A=1", 1)', 'mergeEnvironment("A=1", error)', "mergeEnvironment(\"A='x y'\")",
+    "mergeEnvironment(\"A='x\")", 'mergeEnvironment("A")', 'mergeEnvironment("$$(X)")',
+    'mergeEnvironment("=1")', 'mergeEnvironment("")', 'mergeEnvironment("A=1;B=2")',
+    'mergeEnvironment("$$(X)", "$$(X)=1")', "mergeEnvironment(\"A=''''\")", 'mergeEnvironment("a=1 A=2")',
+    'mergeEnvironment("A=1", {})',
+]
+
+CASES["time_wrap"] = [
+    "absTime(2147483648)", "absTime(-2147483649)", "absTime(4294967296)", "absTime(3000000000.0)",
+    "absTime(-3000000000.0)", 'absTime(real("inf"))', 'absTime(real("-inf"))', 'absTime(real("nan"))',
+    "absTime(10.7)", "absTime(-10.7)", "absTime(2147483648, 3600)", "absTime(relTime(3000000000.0))",
+    "absTime(relTime(2147483648))", "absTime(relTime(-1.7))", 'absTime(0, relTime(real("inf")))',
+    "absTime(0, 4294967296)", "absTime(absTime(2000000000) + relTime(2000000000))",
+    "relTime(2147483648)", "relTime(3000000000)", "relTime(3000000000.5)", "relTime(-9223372036854775807)",
+    'relTime(real("inf"))', "relTime(absTime(2147483648))",
+    "relTime(absTime(2000000000) + relTime(2000000000))",
+    "getYear(absTime(2147483648))", "getHours(relTime(3000000000.0))", "getDays(relTime(3000000000.0))",
+    'getSeconds(relTime(real("inf")))', 'getDays(relTime(real("nan")))', "getSeconds(relTime(-1.5))",
+    "getYear(absTime(2000000000) + relTime(2000000000))",
+    "splitTime(3000000000.0)", 'splitTime(real("nan"))', 'splitTime(relTime(real("inf")))',
+    "splitTime(relTime(3000000000.0))", "splitTime(relTime(-90061.5))", "splitTime(1000000000000)",
+    "splitTime(-1000000000000)",
+    'relTime("1d")', 'relTime("1d2h")', 'relTime("3:00")', 'relTime("1:02:03")', 'relTime("-1d")',
+    'relTime("1h30m")', 'relTime("1.5")', 'relTime("1D")', 'relTime("5.5s")', 'relTime("1d 2h")',
+    'relTime("")', 'relTime("-")', 'relTime("+5")', 'relTime("1d2h3m4.5s")', 'relTime(".5")',
+    'relTime("30000d")', 'relTime("99999999999:00")', 'relTime("1:60")',
+    'absTime("2020")', 'absTime("2020-13-45")', 'absTime("2020-01-01T00:00:00-0500")',
+    'absTime("20200101123456")', 'absTime("2020-01-01z")', 'absTime("1800-01-01")',
+    'absTime("2020-01-01T00:00:00+99:99")', 'absTime("2020-01-01T25:61:61")',
+]
+
+CASES["formattime_edges"] = [
+    "formatTime(1e300)", "formatTime(3000000000.0)", 'formatTime(real("nan"))', "formatTime(2147483648)",
+    "formatTime(1000000000000)", 'formatTime(-1000000000000, "%a %b %d")', "formatTime(-1000000000000)",
+    "formatTime(-62135596801)", "formatTime(-62167219200)", "formatTime(-62167219201)",
+    "formatTime(253402300800)", "formatTime(67768036191676799)",
+    "formatTime([a=1])", 'formatTime([a=1], "%s")', 'formatTime([Year=2020.7; Month=true; Day=3], "%Y %m %d")',
+    'formatTime([Year=2020; Month=3; Day=4; Hours=5; Minutes=6; Seconds=7], "%c|%j|%s")',
+    'formatTime([Year="2020"], "%Y")', 'formatTime([Year=4294969296], "%Y")',
+    'formatTime([Day=40; Month=13], "%d %m %b %j %a")', 'formatTime([Hours=25; Minutes=-1], "%H %M %p %I")',
+    'formatTime(splitTime(absTime(0, 3600)), "%H %s")', 'formatTime(0, "%5Y %_d %-d %02e %^a %#b")',
+    'formatTime(0, "%Ey %Od %q %Q %i")', 'formatTime(1700000000, "%U %W %V %G %g %u %w %C %j %a %A %B")',
+    'formatTime(1704067200, "%U %W %V %G %g %u %w")', 'formatTime(1735603200, "%U %W %V %G %g %u %w")',
+    'formatTime(absTime(2000000000) + relTime(2000000000), "%s")',
+]
+
+CASES["sums_and_quantize"] = [
+    'avg({ 3.0, real("inf") })', 'sum({ 1.0, real("inf") })', 'sum({ real("inf") })',
+    'avg({ real("inf") })', 'sum({ real("inf"), 1 })', "sum({ 1e308, 1e308 })", "avg({ 1e308, 1e308 })",
+    'sum({ real("-inf"), 1.0 })', 'avg({ real("-inf") })', 'sum({ real("nan"), 1.0 })',
+    "avg({ 9223372036854775807, 1 })", "sum({ 9223372036854775807, 1 })", "sum({ true, 1 })",
+    "quantize(9223372036854775807, 1024)", "quantize(9223372036854775807, 4)",
+    "quantize(9223372036854775807, 3)", "quantize(9223372036854775000, 1024)",
+    "quantize(-9223372036854775807, 1024)", "quantize(9223372036854775807, -4)",
+]
+
+CASES["unparse_pretty"] = [
+    "unparse(l)", "unparse(Ads)", "unparse(r)", "unparse(Gpu1)", "unparse(e)", "unparse(AvailableGpus)",
+    "unparse(Strs)", "unparse(Groups)", "unparse(Name)",
+]
+
+CASES["join_and_ceil_edges"] = [
+    'join(",", "", "a", "", "b")', 'join(",", "", "")', 'join(",", {"", "a"})', 'join(",", undefined, "")',
+    'join({"", "a", ""})', 'join(" ", listToArgs({ }), "x")', "quantize(-1e-3, 2)", "quantize(-1e-3, 2.0)",
+    "-(quantize(-1e-3, 2))", "quantize(-0.0, 2)", "quantize(-2.5, 1)",
+]

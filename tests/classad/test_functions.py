@@ -97,3 +97,54 @@ def test_time_functions_follow_the_local_zone(zone: str, monkeypatch: pytest.Mon
         time.tzset()
     bad = [r.text for r in results if not r.agree]
     assert not bad
+
+
+UNPARSE_SHAPES = [
+    "{1, 2}", "{}", "{ {1}, {} }", "[a=1; b={1,2}]", "[]", "[a=[b=1]]", "{[a=1], [b=2; c=3]}",
+    "-x", "- -x", "!x", "~x", "+x", "-(x)", "-1", "-1.5", "0.3", "1e300", "0.0", "-0.0",
+    'real("inf")', '"a\\"b\\\\c\\nd\\te\\rf"', '"é\\001\\177 ~"', '"\\b\\f\\v\\a"', "'quoted name' + 1",
+    "a.b", ".a", "a[1]", "f(1, 2)", "(a + b) * c", "a ? b : c", "a ?: b", "a =?= b", "a =!= b",
+    'absTime("2020-01-01T00:00:00Z")', 'relTime("1:00")', 'relTime("1d2h3m4.5s")', "relTime(-90.25)",
+    "[z=1; a=2; m=3]", "[B=1; a=2; C=3; b_=4; A_=5]", "[zz = 1; y = 2; x = 3; Memory = 4]",
+    "parent.a + x.parent", "[parent = 1]", "!(!a)", "[a = -x]", "x ?: [a=1]", "1 + {2}",
+    "{ [] }", "a.'b c'",
+]
+
+
+@pytest.mark.parametrize("text", UNPARSE_SHAPES)
+def test_pretty_unparser_writes_what_htcondor_writes(text: str) -> None:
+    """unparse_htcondor gives classad2's text (str(ExprTree)) for every shape of expression."""
+    from startd.classad.parser import parse_node
+    from startd.classad.unparse_htcondor import unparse_htcondor
+
+    assert unparse_htcondor(parse_node(text)) == str(oracle.classad2.ExprTree(text))
+
+
+def test_a_function_that_raises_gives_error() -> None:
+    """Any unexpected exception inside a built-in function becomes the error value."""
+    from startd.classad.functions import _total
+
+    def broken(st: object, args: object) -> object:
+        raise OverflowError("boom")
+
+    assert _total(broken)(None, []) is ERROR
+
+
+@pytest.mark.parametrize("fname, text, value", [
+    ("relTime", "1d", 86400.0), ("relTime", "1d2h", 93600.0), ("relTime", "3:00", 180.0),
+    ("relTime", "1:02:03", 3723.0), ("relTime", "-1d", -86400.0), ("relTime", "5", 5.0),
+    ("relTime", "junk", None), ("relTime", "2h1d", None), ("relTime", "1:2:3:4", None),
+    ("absTime", "junk", None), ("absTime", "", None), ("absTime", "99999", None),
+])
+def test_time_literals_read_as_htcondor_parses_them(fname: str, text: str, value: object) -> None:
+    """parse_time_literal gives the literal's value, or None where HTCondor reports a syntax error."""
+    from startd.classad.functions_time import parse_time_literal
+
+    assert parse_time_literal(fname, text) == value
+
+
+def test_abstime_literal_keeps_its_zone() -> None:
+    from startd.classad.functions_time import parse_time_literal
+
+    t = parse_time_literal("absTime", "2020-01-01T00:00:00+01:00")
+    assert (t.secs, t.offset) == (1577833200, 3600)

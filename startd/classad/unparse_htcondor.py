@@ -1,0 +1,238 @@
+"""HTCondor's pretty-printed text of an expression, as its ``unparse()`` function writes it.
+
+It differs from the canonical text of :mod:`startd.classad.unparse`:
+
+- lists and records are laid out on several lines: a list opens on a new line indented three more
+  columns than the enclosing one, its items three further, one a line, separated by ``,``; a
+  record likewise by four columns, its attributes ``name = expr`` separated by ``; `` (the
+  indentation carries through nesting), in the order of HTCondor's hash of their names;
+- a unary operator is written with a space before it (`` -x``, `` !( !a)``);
+- reals are written ``%.15E`` (``3.000000000000000E-01``), zeros as ``0.0``/``-0.0`` and the
+  non-finite ones as ``real("INF")``, ``real("-INF")``, ``real("NaN")``;
+- strings escape ``\\ " \\n \\t \\r \\b \\f \\v \\a`` by name and every other non-printable byte
+  (control characters and every byte of a non-ASCII character) as a three-digit octal escape;
+- function arguments are separated by a bare ``,``; ``=?=``/``=!=`` are written ``is``/``isnt``;
+- absolute and relative times are ``absTime("2020-01-01T00:00:00-00:00")`` and
+  ``relTime("1+02:03:04")``;
+- no parentheses are added: only the ones written in the source appear.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .ast import AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp
+from .functions_common import abstime_text, real_text
+from .unparse import quote_name as _quote_name
+from .values import ERROR, UNDEFINED, AbsTime, RelTime, is_classad
+
+_LIST_INDENT = 3
+_RECORD_INDENT = 4
+_NAMED_ESCAPES = {
+    0x5C: "\\\\", 0x22: '\\"', 0x0A: "\\n", 0x09: "\\t", 0x0D: "\\r", 0x08: "\\b", 0x0C: "\\f",
+    0x0B: "\\v", 0x07: "\\a",
+}
+_OPS = {"=?=": "is", "=!=": "isnt"}
+
+
+def quote_name(name: str) -> str:
+    """An attribute name as HTCondor writes it (``parent`` is a keyword there too)."""
+    if name.lower() == "parent":
+        return "'" + name + "'"
+    return _quote_name(name)
+
+
+def string_text(s: str) -> str:
+    """A string literal as HTCondor writes it (byte-wise escapes, octal for non-printables)."""
+    out = ['"']
+    for b in s.encode("utf-8", "surrogateescape"):
+        named = _NAMED_ESCAPES.get(b)
+        if named is not None:
+            out.append(named)
+        elif 0x20 <= b < 0x7F:
+            out.append(chr(b))
+        else:
+            out.append("\\%03o" % b)
+    out.append('"')
+    return "".join(out)
+
+
+def _c_int(x: float) -> int:
+    if x != x or x >= 2147483648.0 or x <= -2147483649.0:
+        return -2147483648
+    return int(x)
+
+
+def _c_mod(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    q = q if (a >= 0) == (b >= 0) else -q
+    return a - q * b
+
+
+def _c_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _g2(x: float) -> str:
+    """C ``%02g``."""
+    if x != x:
+        return "nan" if math.copysign(1.0, x) > 0 else "-nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return ("%g" % x).rjust(2, "0") if x >= 0 else "%g" % x
+
+
+def reltime_text(rsecs: float) -> str:
+    """The text of a relative time inside ``relTime("...")``, as HTCondor writes it."""
+    out = ""
+    rsecs = float(rsecs)
+    if rsecs < 0:
+        out = "-"
+        rsecs = -rsecs
+    frac = rsecs - math.floor(rsecs) if math.isfinite(rsecs) else math.nan
+    days = _c_int(rsecs)
+    hrs = _c_mod(days, 86400)
+    mins = _c_mod(hrs, 3600)
+    secs = _c_mod(mins, 60) + frac
+    days = _c_div(days, 86400)
+    hrs = _c_div(hrs, 3600)
+    mins = _c_div(mins, 60)
+    whole = frac == 0
+    s_txt = "%02d" % _c_int(secs) if whole else _g2(secs)
+    if days:
+        return out + "%d+%02d:%02d:%s" % (days, hrs, mins, s_txt)
+    if hrs:
+        return out + "%02d:%02d:%s" % (hrs, mins, s_txt)
+    if mins:
+        return out + "%02d:%s" % (mins, s_txt)
+    return out + s_txt
+
+
+def name_hash(name: str) -> int:
+    """HTCondor's case-blind hash of an attribute name; a record lists its attributes in the
+    ascending order of this hash."""
+    h = 0
+    for b in name.encode("utf-8", "surrogateescape"):
+        h = (5 * h + (b | 0x20)) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def _time_literal_text(lname: str, arg: Any) -> str | None:
+    """``absTime("...")``/``relTime("...")`` of a string literal, written in canonical form."""
+    if type(arg) is not Literal or type(arg.value) is not str:
+        return None
+    from .functions_time import parse_time_literal
+
+    v = parse_time_literal(lname, arg.value)
+    if v is None:
+        return None
+    if lname == "abstime":
+        return 'absTime("%s")' % abstime_text(v)
+    return 'relTime("%s")' % reltime_text(float(v))
+
+
+class _Printer:
+    """One pretty-printing pass (the indentation is shared across nesting levels)."""
+
+    def __init__(self) -> None:
+        self.indent = 0
+
+    def list_text(self, items: list[Any], item_text: Any) -> str:
+        self.indent += _LIST_INDENT
+        parts = ["\n" + " " * self.indent + "{"]
+        self.indent += _LIST_INDENT
+        for k, item in enumerate(items):
+            parts.append("\n" + " " * self.indent + item_text(item))
+            if k + 1 < len(items):
+                parts.append(",")
+        self.indent -= _LIST_INDENT
+        parts.append("\n" + " " * self.indent + "}")
+        self.indent -= _LIST_INDENT
+        return "".join(parts)
+
+    def record_text(self, attrs: list[tuple[str, Any]], item_text: Any) -> str:
+        attrs = sorted(attrs, key=lambda kv: name_hash(kv[0]))
+        self.indent += _RECORD_INDENT
+        parts = ["\n" + " " * self.indent + "["]
+        self.indent += _RECORD_INDENT
+        for k, (name, item) in enumerate(attrs):
+            parts.append("\n" + " " * self.indent + quote_name(name) + " = " + item_text(item))
+            if k + 1 < len(attrs):
+                parts.append("; ")
+        self.indent -= _RECORD_INDENT
+        parts.append("\n" + " " * self.indent + "]")
+        self.indent -= _RECORD_INDENT
+        return "".join(parts)
+
+    def value(self, v: Any) -> str:
+        t = type(v)
+        if t is bool:
+            return "true" if v else "false"
+        if t is int:
+            return str(v)
+        if t is float:
+            return real_text(v)
+        if t is str:
+            return string_text(v)
+        if v is UNDEFINED:
+            return "undefined"
+        if v is ERROR:
+            return "error"
+        if t is AbsTime:
+            return 'absTime("%s")' % abstime_text(v)
+        if t is RelTime:
+            return 'relTime("%s")' % reltime_text(float(v.secs))
+        if t is list:
+            return self.list_text(v, self.value)
+        if is_classad(v):
+            names = getattr(v, "_names", {})
+            attrs = [(names.get(k, k), n) for k, n in getattr(v, "_attrs", {}).items()]
+            return self.record_text(attrs, self.node)
+        return str(v)
+
+    def node(self, node: Any) -> str:
+        t = type(node)
+        if t is Literal:
+            return self.value(node.value)
+        if t is AttrRef:
+            if node.base is None:
+                return ("." if node.absolute else "") + quote_name(node.name)
+            return self.node(node.base) + "." + node.name
+        if t is BinaryOp:
+            op = _OPS.get(node.op, node.op)
+            return f"{self.node(node.left)} {op} {self.node(node.right)}"
+        if t is UnaryOp:
+            return " " + node.op + self.node(node.operand)
+        if t is Paren:
+            return "(" + self.node(node.inner) + ")"
+        if t is Conditional:
+            if node.then is None:
+                return f"{self.node(node.cond)} ?: {self.node(node.other)}"
+            return f"{self.node(node.cond)} ? {self.node(node.then)} : {self.node(node.other)}"
+        if t is Subscript:
+            return f"{self.node(node.base)}[{self.node(node.index)}]"
+        if t is Call:
+            if len(node.args) == 1 and node.lname in ("abstime", "reltime"):
+                lit = _time_literal_text(node.lname, node.args[0])
+                if lit is not None:
+                    return lit
+            return node.name + "(" + ",".join(self.node(a) for a in node.args) + ")"
+        if t is ListExpr:
+            return self.list_text(node.items, self.node)
+        if t is RecordExpr:
+            return self.record_text(node.attrs, self.node)
+        if isinstance(node, Node):
+            from .unparse import unparse_node
+
+            return unparse_node(node)
+        return self.value(node)
+
+
+def unparse_htcondor(node: Any) -> str:
+    """HTCondor's pretty-printed text of an expression tree (or of a value)."""
+    return _Printer().node(node)
+
+
+__all__ = ["unparse_htcondor", "string_text", "reltime_text"]
