@@ -562,8 +562,11 @@ def _time_arith(op: str, a: Value, b: Value) -> Value:
     return ERROR
 
 
-def _str_key(s: str) -> str:
-    return s.lower()
+def _fold_pair(a: str, b: str) -> tuple[Any, Any]:
+    """Two strings folded as C's strcasecmp folds them: ASCII letters only ("É" stays apart from "é")."""
+    if a.isascii() and b.isascii():
+        return a.lower(), b.lower()
+    return a.encode("utf-8", "surrogateescape").lower(), b.encode("utf-8", "surrogateescape").lower()
 
 
 def compare(op: str, a: Value, b: Value) -> Value:
@@ -573,7 +576,7 @@ def compare(op: str, a: Value, b: Value) -> Value:
     if (ta is int or ta is float or ta is bool) and (tb is int or tb is float or tb is bool):
         x, y = a, b
     elif ta is str and tb is str:
-        x, y = a.lower(), b.lower()
+        x, y = _fold_pair(a, b)
     elif a is ERROR or b is ERROR:
         return ERROR
     elif a is UNDEFINED or b is UNDEFINED:
@@ -606,7 +609,7 @@ def identical(a: Value, b: Value) -> Value:
     if ta is not tb:
         return False
     if ta is float:
-        return a == b or (a != a and b != b)
+        return a == b  # NaN is not identical even to itself
     if ta is AbsTime or ta is RelTime:
         return a.secs == b.secs
     return a == b

@@ -229,72 +229,19 @@ def to_real(v: Value) -> Value:
 
 
 # --------------------------------------------------------------------------------------------
-# Comparison operators, as the evaluator applies them to two values
+# Comparison operators: the evaluator's own (one definition of each)
 # --------------------------------------------------------------------------------------------
 
-def _ci_bytes(s: str) -> bytes:
-    """A string folded the way C ``strcasecmp`` folds it (ASCII letters only)."""
-    return s.encode("utf-8", "surrogateescape").lower()
-
-
-def _cmp_values(op: str, a: Value, b: Value) -> Value:
-    """Relational/equality operators (``< <= == != >= >``) on two values, strict in both."""
-    if a is ERROR or b is ERROR:
-        return ERROR
-    if a is UNDEFINED or b is UNDEFINED:
-        return UNDEFINED
-    ta, tb = type(a), type(b)
-    if ta in _NUMBER_TYPES and tb in _NUMBER_TYPES:
-        x, y = a, b
-    elif ta is str and tb is str:
-        x, y = _ci_bytes(a), _ci_bytes(b)
-    elif ta is AbsTime and tb is AbsTime:
-        x, y = a.secs, b.secs
-    elif ta is RelTime and tb is RelTime:
-        x, y = a.secs, b.secs
-    else:
-        return ERROR
-    if op == "==":
-        return x == y
-    if op == "!=":
-        return x != y
-    if op == "<":
-        return x < y
-    if op == "<=":
-        return x <= y
-    if op == ">":
-        return x > y
-    return x >= y
-
-
-def identical(a: Value, b: Value) -> Value:
-    """The ``=?=`` operator: same type and same value (strings case-sensitively)."""
-    ta, tb = type(a), type(b)
-    if ta is list or tb is list:
-        return ERROR
-    if ta is not tb:
-        if a is UNDEFINED or a is ERROR or b is UNDEFINED or b is ERROR:
-            return False
-        from .values import is_classad
-
-        if is_classad(a) or is_classad(b):
-            return a is b if (is_classad(a) and is_classad(b)) else False
-        return False
-    if ta in (int, float, bool, str, AbsTime, RelTime):
-        return a == b
-    if a is b:
-        return True
-    return a is b
-
+from .evaluate import compare as _evaluator_compare, identical  # noqa: E402
 
 def compare(op: str, a: Value, b: Value) -> Value:
-    """Apply a comparison operator by its ClassAd spelling."""
+    """Apply a comparison operator by its ClassAd spelling, exactly as the evaluator does."""
     if op == "is" or op == "=?=":
         return identical(a, b)
     if op == "isnt" or op == "=!=":
         r = identical(a, b)
         return r if r is ERROR else not r
-    return _cmp_values(op, a, b)
+    return _evaluator_compare(op, a, b)
 
 
 # --------------------------------------------------------------------------------------------
