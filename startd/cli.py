@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 # for that command; a module serving several commands names them ``add_<cmd>_arguments`` / ``run_<cmd>``
 # (with "-" as "_").
 COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("startd.daemon", "the daemon"),
     "eval": ("startd.classad.cli", "evaluate a ClassAd expression and print its value"),
     "config-val": ("startd.config.cli", "print configuration values, as condor_config_val does"),
     "simulate": ("startd.simulate", "run a scenario on a virtual clock"),

@@ -696,6 +696,9 @@ async def _wait_for_exit(s: BrokerSession, topics: Topics, events: "asyncio.Queu
             continue
         kind = event.get("event")
         if kind == "job" and event.get("what") == "exit":
+            if event.get("error"):
+                # the daemon could not start the job at all: that is no exit status of the job's
+                raise Refused(f"the job could not be started on {slot}@{topics.machine}: {event['error']}")
             code = _exit_status(event)
             return 0 if code is None else code
         if kind == "slot_deleted" and claim_gone_at is None:

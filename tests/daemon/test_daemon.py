@@ -1,0 +1,249 @@
+"""The daemon's wiring, in process: ads, jobs, signals to jobs, commands, broker restarts, reconfig, metrics.
+
+Policy behaviour is the simulator's to test; these tests prove that the daemon carries the engine's
+decisions out on real processes and a real broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import aiomqtt
+import pytest
+
+from startd.classad import from_json
+from startd.transport.broker import EmbeddedBroker
+from startd.transport.client import BrokerSession
+from startd.transport.settings import Topics
+
+from daemonkit import NOBODY, alive, cli, events, proc_state, request, settings, wait_for
+
+
+async def _retained(url: str, root: str, machine: str) -> dict[str, bytes]:
+    async with BrokerSession(settings(url, root)) as s:
+        t = Topics(root, machine)
+        return await s.snapshot(t.slots, t.status, t.daemon)
+
+
+async def test_daemon_start_publishes_status_daemon_ad_and_every_slot_ad(any_broker: str, start_daemon,
+                                                                         topic_root: str) -> None:
+    url = any_broker
+    d = await start_daemon(url, topic_root)
+    retained = await _retained(url, topic_root, "m1")
+    t = Topics(topic_root, "m1")
+    assert retained[t.status] == b"online"
+    daemon_ad = json.loads(retained[t.daemon])
+    assert daemon_ad["Name"] == "m1" and daemon_ad["TotalCpus"] == 2
+    slot1 = from_json(retained[t.slot("slot1")])
+    assert slot1.evaluate("State") == "Unclaimed" and slot1.evaluate("PartitionableSlot") is True
+    assert slot1.evaluate("Cpus") == 2
+    # the query command answers from the same ads
+    reply = await request(url, topic_root, "m1", {"command": "query", "projection": ["Name", "State"]})
+    assert reply["ok"] and reply["ads"] == [{"Name": "slot1@m1", "State": "Unclaimed"}]
+    assert d.event_log.path is not None and "slot_created" in d.event_log.path.read_text()
+
+
+async def test_a_real_job_whole_life_submit_wait_returns_its_exit_code(mqtt_broker: str, start_daemon,
+                                                                      topic_root: str) -> None:
+    await start_daemon(mqtt_broker, topic_root)
+    async with events(mqtt_broker, topic_root, "m1") as rec:
+        code, out, err = await cli("submit", "--broker", mqtt_broker, "--wait", *NOBODY, "--", "/bin/sh", "-c",
+                                   "sleep 0.3; exit 7", env={"_CONDOR_STARTD_MQTT_PREFIX": topic_root})
+        assert code == 7, err
+        assert "Job exited with status 7" in out
+        slot = (await rec.next(lambda e: e["event"] == "slot_created" and e["slot"] != "slot1"))["slot"]
+        await rec.next(lambda e: e == {**e, "event": "job", "slot": slot, "what": "start"})
+        exit_event = await rec.next(lambda e: e["event"] == "job" and e["what"] == "exit")
+        assert exit_event["exit_code"] == 7 and "claim_id" not in exit_event
+        await rec.next(lambda e: e["event"] == "transition" and e["to"] == "Claimed/Busy"
+                       and e["transition"] is not None)
+        # the claim released, the dynamic slot goes away and its ad is cleared
+        await rec.next(lambda e: e["event"] == "slot_deleted" and e["slot"] == slot)
+    retained = await _retained(mqtt_broker, topic_root, "m1")
+    assert Topics(topic_root, "m1").slot(slot) not in retained
+
+
+async def test_a_job_that_cannot_start_is_reported_and_submit_says_so(embedded_broker: str, start_daemon,
+                                                                     topic_root: str) -> None:
+    await start_daemon(embedded_broker, topic_root)
+    code, _, err = await cli("submit", "--broker", embedded_broker, "--wait", "-a", 'Owner="no-such-user-x"',
+                             "--", "/bin/true", env={"_CONDOR_STARTD_MQTT_PREFIX": topic_root})
+    if code == 0:  # not root: every job runs as the daemon's user, so it starts
+        return
+    assert code == 1 and "could not be started" in err, err
+
+
+async def _claim_and_start(url: str, root: str, job_cmd: list[str]) -> tuple[str, str]:
+    """Submit without --wait; returns (claim id, slot)."""
+    code, out, err = await cli("submit", "--broker", url, "--lease", "600", *NOBODY, "--", *job_cmd,
+                               env={"_CONDOR_STARTD_MQTT_PREFIX": root})
+    assert code == 0, err
+    claim_id = out.split("Claim id:")[1].strip()
+    slot = out.split("Job started on ")[1].split("@")[0]
+    return claim_id, slot
+
+
+async def test_suspend_claim_really_stops_the_process_and_continue_resumes_it(mqtt_broker: str, start_daemon,
+                                                                              topic_root: str) -> None:
+    d = await start_daemon(mqtt_broker, topic_root)
+    claim_id, slot = await _claim_and_start(mqtt_broker, topic_root, ["/bin/sleep", "60"])
+    handle = next(iter(d.starter.handles.values()))
+    assert proc_state(handle.pid) in ("S", "R")
+    r = await request(mqtt_broker, topic_root, "m1", {"command": "suspend_claim", "claim_id": claim_id})
+    assert r["ok"], r
+    await wait_for(lambda: proc_state(handle.pid) == "T", 5, "the job to be stopped")
+    assert d.engine is not None and d.engine.state_of(slot) == ("Claimed", "Suspended")
+    r = await request(mqtt_broker, topic_root, "m1", {"command": "continue_claim", "claim_id": claim_id})
+    assert r["ok"], r
+    await wait_for(lambda: proc_state(handle.pid) in ("S", "R"), 5, "the job to run again")
+    r = await request(mqtt_broker, topic_root, "m1", {"command": "release_claim", "claim_id": claim_id})
+    assert r["ok"], r
+    await wait_for(lambda: not alive(handle.pid), 10, "the job to be gone after the release")
+
+
+async def test_vacate_soft_kills_then_hard_kills_a_job_that_ignores_sigterm(mqtt_broker: str, start_daemon,
+                                                                           topic_root: str) -> None:
+    d = await start_daemon(mqtt_broker, topic_root, "MachineMaxVacateTime = 1\n")
+    script = "trap '' TERM; while :; do sleep 0.1; done"
+    async with events(mqtt_broker, topic_root, "m1") as rec:
+        _, slot = await _claim_and_start(mqtt_broker, topic_root, ["/bin/sh", "-c", script])
+        handle = next(iter(d.starter.handles.values()))
+        await asyncio.sleep(0.3)  # let the shell set its trap
+        r = await request(mqtt_broker, topic_root, "m1", {"command": "vacate", "slot": slot})
+        assert r["ok"], r
+        soft = await rec.next(lambda e: e["event"] == "job" and e["what"] == "soft_kill")
+        assert alive(handle.pid)  # SIGTERM is ignored: the job stays for MachineMaxVacateTime
+        hard = await rec.next(lambda e: e["event"] == "job" and e["what"] == "hard_kill", timeout=10)
+        assert 0.9 <= hard["t"] - soft["t"] <= 3.0
+        gone = await rec.next(lambda e: e["event"] == "job" and e["what"] == "exit", timeout=10)
+        assert gone["signal"] == 9
+        await rec.next(lambda e: e["event"] == "transition" and e["from"] == "Preempting/Killing")
+    assert not alive(handle.pid)
+
+
+async def test_broker_restart_reconnects_republishes_ads_and_answers_commands(start_daemon, topic_root: str,
+                                                                             unused_port: int) -> None:
+    broker = EmbeddedBroker(port=unused_port, fallback_to_free_port=False)
+    url = await broker.start()
+    try:
+        d = await start_daemon(url, topic_root)
+        assert d.transport is not None
+        conn = d.transport.connection
+        await broker.stop()
+        await wait_for(lambda: not conn.connected.is_set(), 10, "the daemon to notice the broker is gone")
+        assert d.engine is not None and d.engine.state_of("slot1")[0] == "Unclaimed"  # the engine runs on
+        broker = EmbeddedBroker(port=unused_port, fallback_to_free_port=False)
+        await broker.start()  # a new broker: it holds no retained message
+        await wait_for(lambda: conn.connected.is_set(), 10, "the reconnection")
+        assert conn.connections >= 2
+        retained = await _retained(url, topic_root, "m1")
+        assert retained[Topics(topic_root, "m1").status] == b"online"
+        assert Topics(topic_root, "m1").slot("slot1") in retained
+        reply = await request(url, topic_root, "m1", {"command": "query", "slot": "slot1"})
+        assert reply["ok"] and len(reply["ads"]) == 1
+    finally:
+        await broker.stop()
+
+
+@pytest.fixture
+def unused_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_malformed_unknown_and_unauthorized_commands_get_a_refusal_with_a_reason(
+        mosquitto_broker: str, start_daemon, topic_root: str) -> None:
+    await start_daemon(mosquitto_broker, topic_root, "STARTD_MQTT_ADMIN_USERS = alice\n")
+    t = Topics(topic_root, "m1")
+    async with BrokerSession(settings(mosquitto_broker, topic_root)) as s:
+        mine = f"{topic_root}/test/replies"
+        replies = await s.subscribe(mine, t.replies)
+
+        async def raw(payload: bytes) -> dict:
+            await s.client.publish(t.command, payload, qos=1)
+            m = await asyncio.wait_for(replies.get(), 10)
+            return json.loads(m.payload)
+
+        # not JSON: no reply_to can be read, so the answer goes to the machine's replies topic
+        r = await raw(b'{"command": "query", "request_id": 1, ')
+        assert r["ok"] is False and "invalid JSON" in r["error"]
+        r = await raw(json.dumps({"command": "fly", "request_id": 2, "reply_to": mine}).encode())
+        assert r["ok"] is False and "unknown command 'fly'" in r["error"] and r["request_id"] == 2
+        r = await raw(json.dumps({"command": "request_claim", "request_id": 3, "reply_to": mine}).encode())
+        assert r["ok"] is False and "slot" in r["error"]
+    # an anonymous client may read and claim but not administer (ADMINISTRATOR is granted to alice only)
+    r = await request(mosquitto_broker, topic_root, "m1", {"command": "off"})
+    assert r["ok"] is False and "permission denied" in r["error"] and "STARTD_MQTT_ADMIN_USERS" in r["error"]
+    # a claim command without the claim's capability is refused
+    r = await request(mosquitto_broker, topic_root, "m1", {"command": "activate_claim", "claim_id": "guessed"})
+    assert r["ok"] is False and r["error"]
+
+
+async def test_reconfig_command_with_a_broken_configuration_keeps_the_old_one(embedded_broker: str, start_daemon,
+                                                                             topic_root: str) -> None:
+    d = await start_daemon(embedded_broker, topic_root)
+    old = d.conf
+    r = await request(embedded_broker, topic_root, "m1", {"command": "reconfig", "config": "UPDATE_INTERVAL = soon"})
+    assert r["ok"] is False and "unchanged" in r["error"] and "UPDATE_INTERVAL" in r["error"]
+    assert d.conf is old
+    r = await request(embedded_broker, topic_root, "m1", {"command": "reconfig", "config": "START = False\nIS_OWNER = True"})
+    assert r["ok"] is True
+    assert d.conf is not old
+    await wait_for(lambda: d.engine is not None and d.engine.state_of("slot1")[0] == "Owner", 5,
+                   "IS_OWNER = True to take the slot to Owner")
+
+
+async def test_metrics_endpoint_serves_prometheus_text(embedded_broker: str, start_daemon, topic_root: str) -> None:
+    d = await start_daemon(embedded_broker, topic_root, "STARTD_METRICS_PORT = 0\n")
+    assert d.metrics.port
+    reader, writer = await asyncio.open_connection("127.0.0.1", d.metrics.port)
+    writer.write(b"GET /metrics HTTP/1.0\r\n\r\n")
+    body = (await reader.read()).decode()
+    writer.close()
+    assert body.startswith("HTTP/1.0 200")
+    assert 'startd_slots{state="Unclaimed",activity="Idle"} 1' in body
+    assert "startd_mqtt_connected 1" in body
+
+
+async def test_off_command_shuts_the_daemon_down_and_clears_its_ads(embedded_broker: str, start_daemon,
+                                                                   topic_root: str) -> None:
+    d = await start_daemon(embedded_broker, topic_root)
+    r = await request(embedded_broker, topic_root, "m1", {"command": "off", "how": "fast"})
+    assert r["ok"] is True
+    await asyncio.wait_for(d.wait_stopped(), 10)
+    await d.close()
+    retained = await _retained(embedded_broker, topic_root, "m1")
+    assert retained == {Topics(topic_root, "m1").status: b"offline"}
+
+
+async def test_no_broker_given_starts_an_embedded_one_and_writes_the_address_file(start_daemon,
+                                                                                 topic_root: str) -> None:
+    d = await start_daemon(None, topic_root)
+    assert d.transport is not None and d.transport.broker is not None
+    address = Path(d.transport.address_file or "")
+    assert address.read_text().strip() == d.transport.url
+    reply = await request(d.transport.url, topic_root, "m1", {"command": "query"})
+    assert reply["ok"]
+    await d.close()
+    assert not address.exists()
+    with pytest.raises(aiomqtt.MqttError):
+        await request(d.transport.url, topic_root, "m1", {"command": "query"}, timeout=2)
+
+
+def test_directories_that_cannot_be_written_fall_back_to_a_writable_place(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from startd.daemon import DaemonDirs, Knobs
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    conf = {"LOG": "/proc/startd-cannot-be-here/log", "SPOOL": str(tmp_path / "spool"),
+            "EXECUTE": str(tmp_path / "execute")}
+    dirs = DaemonDirs.resolve(conf)
+    assert dirs.log == tmp_path / ".startd" / "log" and dirs.log.is_dir()
+    assert dirs.spool == tmp_path / "spool" and dirs.execute.is_dir()
+    assert dirs.fell_back == {"LOG": "/proc/startd-cannot-be-here/log"}
+    # the transport then writes its address file under the directory really used
+    assert Knobs(conf, dirs.overrides()).get("LOG") == str(tmp_path / ".startd" / "log")
