@@ -90,6 +90,9 @@ def value_to_node(value: Any) -> Node:
     raise TypeError(f"cannot store a {t.__name__} in a ClassAd")
 
 
+_LITERAL_TYPES = frozenset((bool, int, float, str, AbsTime, RelTime, type(UNDEFINED), type(ERROR)))
+
+
 class ClassAd(MutableMapping[str, Expr]):
     """A ClassAd: a record mapping attribute names (case-insensitive, case-preserving) to expressions.
 
@@ -137,6 +140,16 @@ class ClassAd(MutableMapping[str, Expr]):
         return Expr(node)
 
     def __setitem__(self, name: str, value: Any) -> None:
+        if type(value) in _LITERAL_TYPES and type(name) is str and name:
+            # the common case (an engine refreshing numbers and strings): no conversion needed
+            if self._shared:
+                self._own()
+            lname = name.lower()
+            old = self._attrs.get(lname)
+            if not (type(old) is Literal and type(old.value) is type(value) and old.value == value):
+                self._attrs[lname] = Literal(value)
+            self._names[lname] = name
+            return
         if not isinstance(name, str) or not name:
             raise KeyError(f"invalid attribute name {name!r}")
         self._own()
