@@ -71,9 +71,6 @@ IDLE_SAMPLE_INTERVAL = 5.0
 #: by a little; without this the clock would spin on sub-millisecond sleeps).
 _EPSILON = 0.002
 
-# The engine's request to run a job hook (absent from engines without job hooks).
-_RUN_HOOK: Any = getattr(ev, "RunHook", None)
-
 # What state a slot must be in for the machine to be watched every POLLING_INTERVAL (as the engine does).
 _POLLED_STATES = frozenset({"Claimed", "Preempting", "Backfill"})
 
@@ -264,6 +261,10 @@ class CronRunner(Protocol):
         """Start the benchmark jobs; True when the runner will feed BenchmarksDone itself."""
         ...
 
+    def run_hook(self, out: ev.RunHook) -> bool:
+        """Run a fetch-work or job hook; True when the runner will feed its HookResult itself."""
+        ...
+
     async def stop(self) -> None: ...
 
 
@@ -279,8 +280,18 @@ class NullCronRunner:
     def run_benchmarks(self, now: float) -> bool:
         return False
 
+    def run_hook(self, out: ev.RunHook) -> bool:
+        return False
+
     async def stop(self) -> None:
         return None
+
+
+def _default_cron_runner() -> CronRunner:
+    """The real runner of startd cron jobs, benchmarks and hooks (``startd.cron``)."""
+    from .cron import DaemonCronRunner
+
+    return DaemonCronRunner()  # type: ignore[return-value]
 
 
 # --- metrics -------------------------------------------------------------------------------------------
@@ -389,7 +400,7 @@ class Daemon:
         self.dirs = dirs or DaemonDirs.resolve(conf)
         self.knobs = Knobs(conf, self.dirs.overrides())
         self.name = machine_name(conf, name)
-        self.cron: CronRunner = cron if cron is not None else NullCronRunner()
+        self.cron: CronRunner = cron if cron is not None else _default_cron_runner()
         self.metrics = Metrics()
         self.engine: Engine | None = None
         self.transport: Transport | None = None
@@ -541,12 +552,11 @@ class Daemon:
                     log.warning("backfill requested, but this daemon has no backfill client", slot=out.slot)
                 else:
                     follow.append(ev.BackfillExited(now=time.time()))
-            elif _RUN_HOOK is not None and isinstance(out, _RUN_HOOK):
-                # No job-hook runner is wired into the daemon yet: a hook the engine waits for is
-                # answered as one that could not run, so the engine never waits for nothing.
-                log.warning("job hook requested, but this daemon runs no hooks", hook=out.hook, slot=out.slot,
-                            path=out.path)
-                if out.request:
+            elif isinstance(out, ev.RunHook):
+                if not self.cron.run_hook(out) and out.request:
+                    # a runner without hooks: the engine must not wait for an answer that never comes
+                    log.warning("job hook requested, but no hook runner is configured", hook=out.hook,
+                                slot=out.slot, path=out.path)
                     follow.append(ev.HookResult(now=time.time(), request=out.request, hook=out.hook,
                                                 slot=out.slot, error="this daemon runs no job hooks"))
             elif isinstance(out, ev.ShutdownComplete):

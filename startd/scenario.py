@@ -26,7 +26,8 @@ ACTIVITIES = ("Idle", "Benchmarking", "Busy", "Suspended", "Retiring", "Vacating
 COMMANDS = ("match", "claim", "activate", "keepalive", "release", "vacate", "drain", "cancel_drain",
             "reconfig", "shutdown")
 # ``cron`` and ``backfill_exit`` stand for what the daemon's cron jobs and backfill client do on their own.
-ACTIONS = ("host",) + COMMANDS + ("snapshot", "expect", "expect_attrs", "cron", "backfill_exit")
+# ``hook`` scripts what the daemon's hooks (FETCH_WORK, PREPARE_JOB, ...) answer from then on.
+ACTIONS = ("host",) + COMMANDS + ("snapshot", "expect", "expect_attrs", "cron", "backfill_exit", "hook")
 
 DEFAULT_START = "2026-01-05T08:00:00Z"  # a Monday morning: deterministic when a scenario names none
 
@@ -145,16 +146,36 @@ class CronStep(_Model):
     @field_validator("output")
     @classmethod
     def _output(cls, v: str) -> str:
-        text = "\n".join(ln for ln in v.splitlines() if ln.strip() and not ln.strip().startswith("-"))
-        try:
-            parse_ad(text)
-        except ClassAdSyntaxError as exc:
-            raise ValueError(f"not ClassAd attributes: {exc}") from None
-        return text
+        from .cron.protocol import parse_output
+
+        bad = parse_output(v).bad_lines
+        if bad:
+            raise ValueError(f"not ClassAd attributes: {bad[0][0]!r}: {bad[0][1]}")
+        return v
 
     @property
     def ad(self) -> ClassAd:
-        return parse_ad(self.output)
+        """Every attribute of the output in one ad (separators and tags ignored)."""
+        from .cron.protocol import parse_output
+
+        ad = ClassAd()
+        for a in parse_output(self.output).ads:
+            ad.update(a.ad)
+        return ad
+
+
+class HookStep(_Model):
+    """What a hook answers from this time on: ``output`` (its standard output: a job ad for
+    FETCH_WORK, job attributes for PREPARE_JOB) and ``exit_code``, for the next ``times`` runs of the
+    hook (null: every run) on ``slot`` (None: any slot). A hook with no scripted answer prints nothing
+    and exits 0."""
+
+    name: Literal["FETCH_WORK", "REPLY_FETCH", "EVICT_CLAIM", "PREPARE_JOB_BEFORE_TRANSFER", "PREPARE_JOB",
+                  "UPDATE_JOB_INFO", "JOB_EXIT"]
+    output: str = ""
+    exit_code: int = 0
+    slot: str | None = None
+    times: int | None = Field(default=1, ge=1)
 
 
 class Step(_Model):
@@ -177,6 +198,7 @@ class Step(_Model):
     expect_attrs: dict[str, dict[str, Any]] | None = None
     cron: CronStep | None = None
     backfill_exit: bool | None = None
+    hook: HookStep | None = None
 
     @field_validator("at")
     @classmethod

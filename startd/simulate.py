@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
+from . import events_json
 from . import scenario as sc
 from .classad import ERROR, UNDEFINED, AbsTime, ClassAd, Expr, RelTime, format_value, parse_expr
 from .classad.jsonform import dumps as _classad_json_dumps
@@ -206,6 +207,7 @@ class Simulator:
         self.expect_total = 0
         self.expect_failed = 0
         self._followups: deque[ev.Input] = deque()
+        self.hook_answers: list[list[Any]] = []  # [HookStep, runs left (None: every run)]
         self._step: int | None = None  # the command step whose reply is awaited
         self._replied = False
         self._prepare()
@@ -331,17 +333,12 @@ class Simulator:
     def _handle_outputs(self, outputs: Sequence[ev.Output]) -> None:
         for out in outputs:
             t = self.rel(out.t if out.t is not None else self.now)
-            if isinstance(out, ev.Transition):
-                self.emit_event({"t": t, "event": "transition", "slot": out.slot,
-                                 "from": f"{out.from_state}/{out.from_activity}",
-                                 "to": f"{out.to_state}/{out.to_activity}", "transition": out.number,
-                                 "reason": out.reason})
-            elif isinstance(out, ev.SlotCreated):
-                self.known_slots.add(out.slot)
-                self.emit_event({"t": t, "event": "slot_created", "slot": out.slot, "state": str(out.state),
-                                 "activity": str(out.activity), "parent": out.parent})
-            elif isinstance(out, ev.SlotDeleted):
-                self.emit_event({"t": t, "event": "slot_deleted", "slot": out.slot})
+            if isinstance(out, (ev.Transition, ev.SlotCreated, ev.SlotDeleted)):
+                if isinstance(out, ev.SlotCreated):
+                    self.known_slots.add(out.slot)
+                event = events_json.output_event(t, out)
+                assert event is not None
+                self.emit_event(event)
             elif isinstance(out, ev.Reply):
                 if self._step is not None and out.request == self._step and not self._replied:
                     self._replied = True
@@ -350,6 +347,9 @@ class Simulator:
                 self._job_command(out)
             elif isinstance(out, ev.RunBenchmarks):
                 self._followups.append(ev.BenchmarksDone(now=self.now, attrs=dict(BENCHMARK_RESULTS)))
+            elif isinstance(out, ev.RunHook):
+                if out.request:
+                    self._followups.append(self._hook_answer(out))
             elif isinstance(out, ev.BackfillCommand):
                 # the simulated backfill client runs until it is killed, and dies at once when it is
                 if out.what == "start":
@@ -432,7 +432,7 @@ class Simulator:
         self._followups.append(exited)
 
     def _emit_job(self, slot: str, what: str) -> None:
-        self.emit_event({"t": self.rel(self.now), "event": "job", "slot": slot, "what": what})
+        self.emit_event(events_json.job_event(self.rel(self.now), slot, what))
 
     # --- steps ----------------------------------------------------------------------------------
 
@@ -449,6 +449,11 @@ class Simulator:
             return
         if a == "cron":
             self._cron(i, body)
+            return
+        if a == "hook":
+            if body.slot is not None:
+                self._check_slot(i, "hook.slot", body.slot)
+            self.hook_answers.append([body, body.times])
             return
         if a == "backfill_exit":
             if self.backfill_running:
@@ -517,16 +522,36 @@ class Simulator:
         raise AssertionError(a)
 
     def _cron(self, i: int, body: sc.CronStep) -> None:
-        """A startd cron job's output: its attributes, named with the job's PREFIX, merged into the ads."""
+        """A startd cron job's output, read as the daemon reads it (PREFIX, ``-`` separators, tags,
+        ``update:``) and merged into the ads."""
+        from .cron.protocol import parse_output
+
         if body.slot is not None:
             self._check_slot(i, "cron.slot", body.slot)
         prefix = self.conf.get(f"STARTD_CRON_{body.name}_PREFIX") or ""
-        ad = ClassAd()
-        for name in body.ad:
-            node = body.ad.get_node(name)
-            ad[prefix + body.ad.name_of(name)] = Expr(node)  # type: ignore[arg-type]
-        self._feed(ev.CronOutput(now=self.now, name=body.name, ads=[(body.slot, ad)]))
+        parsed = parse_output(body.output, prefix)
+        flags = [a.update for a in parsed.ads if a.update is not None]
+        update = any(flags) if flags else None
+        self._feed(ev.CronOutput(now=self.now, name=body.name, ads=[(a.tag, a.ad) for a in parsed.ads],
+                                 update=update, slot=body.slot))
         self._drain_followups()
+
+    def _hook_answer(self, out: ev.RunHook) -> ev.HookResult:
+        """What a hook the engine ran answers: the first scripted answer for it, else nothing."""
+        from .cron.protocol import parse_hook_ad
+
+        for entry in self.hook_answers:
+            step, left = entry
+            if step.name != out.hook or (left is not None and left <= 0):
+                continue
+            if step.slot is not None and step.slot != out.slot and not out.slot.startswith(step.slot + "_"):
+                continue
+            if left is not None:
+                entry[1] = left - 1
+            ad, bad = parse_hook_ad(step.output)
+            return ev.HookResult(now=self.now, request=out.request, hook=out.hook, slot=out.slot, ad=ad,
+                                 exit_code=step.exit_code, bad_lines=tuple(b[0] for b in bad))
+        return ev.HookResult(now=self.now, request=out.request, hook=out.hook, slot=out.slot, exit_code=0)
 
     def _slot_names(self) -> list[str]:
         return list(self.engine.slot_names())

@@ -908,6 +908,10 @@ def read(path: str | None = None, text: str | None = None, *, subsystem: str = S
     if text is not None:
         parser.parse(text, _Frame(text_name), 0)
     elif path is not None:
+        # HTCondor defines CONFIG_ROOT as the directory of the top-level configuration file, so a
+        # configuration can name files beside itself.
+        root = os.path.dirname(os.path.abspath(path))
+        conf.table["CONFIG_ROOT"] = Definition("CONFIG_ROOT", root, DETECTED)
         parser.read_file(path, 0)
     _process_locals(parser, conf)
     _apply_environment(conf, environ)

@@ -38,6 +38,15 @@ class Claim:
     pid: int | None = None
     accepted_while_draining: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    # work fetched by the slot's FETCH_WORK hook rather than claimed by a schedd (no lease)
+    fetched: bool = False
+    # the starter's job hooks: their keyword, the PREPARE hooks still to run before the job starts,
+    # when UPDATE_JOB_INFO runs next, and the exit waiting for JOB_EXIT to return
+    hook_keyword: str | None = None
+    preparing: list[str] | None = None
+    update_at: float | None = None
+    exit_pending: dict[str, Any] | None = None
+    hook_request: int = 0
 
     @property
     def active(self) -> bool:

@@ -29,8 +29,9 @@ from ..qube import duty_attrs, policy_expr, qube_knob_attrs
 from .. import slots as _slots
 from ..slots import DynamicSlotIds, MachineLayout, Resources, SlotDef
 from .claim import VANILLA_UNIVERSE, Claim
+from .cronhooks import CronHooksMixin
 from .events import (ActivateClaim, AdChanged, BackfillCommand, BackfillExited, BenchmarksDone, CancelDrain,
-                     ContinueClaim, CronOutput, DeactivateClaim, Drain, HostSample, Input, JobCommand, JobEvent,
+                     ContinueClaim, CronLoad, CronOutput, DeactivateClaim, HookResult, Drain, HostSample, Input, JobCommand, JobEvent,
                      JobExited, JobStarted, JobUsage, Keepalive, Match, Output, Reconfig, ReleaseClaim, Reply,
                      RequestClaim, RunBenchmarks, Shutdown, ShutdownComplete, SlotCreated, SlotDeleted,
                      SuspendClaim, Tick, Transition, Vacate)
@@ -143,6 +144,10 @@ class Slot:
     children: list[str] = field(default_factory=list)  # its dynamic slots, in slot-id order
     config_attrs: set[str] = field(default_factory=set)  # STARTD_ATTRS names published last time
     deleted: bool = False
+    cron_attrs: set[str] = field(default_factory=set)  # attributes (lower case) merged from cron ads
+    fetching: bool = False  # the FETCH_WORK hook is running for this slot
+    fetch_done: float | None = None  # when the last fetch ended (None: never fetched)
+    fetch_at: float | None = None  # when to try fetching next
 
     @property
     def name(self) -> str:
@@ -159,7 +164,7 @@ class Slot:
         return self.spec.parent.name if self.spec.parent is not None else None
 
 
-class Engine:
+class Engine(CronHooksMixin):
     """The pure condor_startd engine. See :mod:`startd.engine.events` for inputs and outputs."""
 
     def __init__(self, conf: Any, host: HostSample, *, machine: str | None = None) -> None:
@@ -201,6 +206,7 @@ class Engine:
         self._qube: dict[str, str] = {}
         self._qube_gone: set[str] = set()
         self._cross_names: set[str] = set()
+        self._init_cronhooks()
         self._apply_config(conf)
         # The slot builder raises ConfigError (naming the knob's file:line) for a layout that
         # over-commits the machine: a startd with such a configuration does not start.
@@ -280,6 +286,7 @@ class Engine:
         self._qube = qube
         self._slot_attrs_on = bool((conf.get("STARTD_SLOT_ATTRS") or "").strip()
                                    or (conf.get("STARTD_SLOT_EXPRS") or "").strip())
+        self._config_cronhooks(conf)
 
     # ------------------------------------------------------------------ slots and ads
 
@@ -339,6 +346,7 @@ class Engine:
         self._publish_requirements(slot)
         self._publish_draining(slot)
         self._publish_claim(slot)
+        self._merge_cron(slot)
 
     def _publish_resources(self, slot: Slot) -> None:
         """The slot's resource and identity attributes (for a partitionable slot: what it has left, and
@@ -457,9 +465,11 @@ class Engine:
     def _refresh_dynamic(self, now: float) -> None:
         """HTCondor's compute + assign_load + assign_keyboard: the figures every slot ad carries."""
         condor_total = 0.0
+        benchmarking = [n for n in self._order if n in self.slots and self.slots[n].activity == Activity.BENCHMARKING]
         for slot in self.slots.values():
             c = slot.claim
             slot_load = c.load if (c is not None and c.job_state in ("running", "vacating", "killing")) else 0.0
+            slot_load += self._extra_load(slot, self._order, benchmarking)
             slot.ad["CondorLoadAvg"] = round(slot_load, 4)
             condor_total += slot_load
         owner_total = max(self._owner_load_total, 0.0)
@@ -741,7 +751,11 @@ class Engine:
         elif s == State.CLAIMED and c is not None:
             if statechange:
                 c.began = now
-                c.lease_expires = now + c.lease_duration
+                # fetched work has no schedd to renew a lease
+                c.lease_expires = None if c.fetched else now + c.lease_duration
+            if a == Activity.IDLE and c.fetched and c.activations == 0 and not c.active:
+                self._start_job(slot, c, "starting the fetched job")
+                return True
             if a == Activity.SUSPENDED and c.job_state == "running":
                 c.close_segment(now)
                 c.job_state = "suspended"
@@ -754,9 +768,18 @@ class Engine:
                 self._to_preempting(slot, "no job to wait for in retirement")
                 return True
         elif s == State.PREEMPTING:
+            if statechange and c is not None and c.fetched:
+                self._hook_evict_claim(slot, c)
+            if c is not None and c.active and c.preparing is not None:
+                # the job never started: nothing to signal, the starter just goes away
+                c.preparing = None
+                self._job_gone(slot, c, {"exit_code": None, "reason": "evicted before the job started"})
+                return True
             if c is None or not c.active:
                 self._leave_preempting(slot)
                 return True
+            if c.exit_pending is not None:
+                return False  # the job is gone; only its JOB_EXIT hook is still running
             if a == Activity.KILLING:
                 c.close_segment(now)
                 c.job_state = "killing"
@@ -1068,10 +1091,14 @@ class Engine:
         self.now = now
         self._refresh_dynamic(now)
         for slot in self._slot_list():
+            self._merge_cron(slot)
+        for slot in self._slot_list():
             if slot.deleted:
                 continue
             self._latch_update(slot, now)
             self._eval_slot(slot)
+        for slot in self._slot_list():
+            self._try_fetch(slot)
         self._check_polling(now)
 
     def _check_polling(self, now: float) -> None:
@@ -1106,6 +1133,7 @@ class Engine:
                         out.append((c.began + wl, lambda s=slot: self._eval_slot(s)))
         if self._backfill_kill_deadline is not None:
             out.append((self._backfill_kill_deadline, self._backfill_gone))
+        out.extend(self._hook_deadlines())
         return out
 
     def next_wakeup(self) -> float | None:
@@ -1489,6 +1517,12 @@ class Engine:
                                slot.name)
         if inp.job is not None:
             c.job = inp.job
+        self._start_job(slot, c, "claim activated")
+        self._reply(inp, cmd, True, "", c.id, slot.name)
+        return None
+
+    def _start_job(self, slot: Slot, c: Claim, reason: str) -> None:
+        """Start the claim's job: the starter runs the PREPARE hooks (if any), then the job."""
         now = self.now
         c.activations += 1
         c.job_state = "running"
@@ -1500,12 +1534,11 @@ class Engine:
         c.load = 0.0
         mvt = _as_int(self._eval(slot, "MachineMaxVacateTime", c.job))
         c.pledged_vacate = mvt if mvt is not None and mvt >= 0 else 0
-        c.lease_expires = now + c.lease_duration  # activation counts as a keepalive
-        self._emit(JobCommand(now, slot.name, c.id, "start", job=c.job))
+        if not c.fetched:
+            c.lease_expires = now + c.lease_duration  # activation counts as a keepalive
+        self._begin_job(slot, c)
         self._refresh_duty()
-        self._change(slot, State.CLAIMED, Activity.BUSY, "claim activated")
-        self._reply(inp, cmd, True, "", c.id, slot.name)
-        return None
+        self._change(slot, State.CLAIMED, Activity.BUSY, reason)
 
     def _on_suspend(self, inp: SuspendClaim) -> None:
         found = self._find_claim(inp.claim_id)
@@ -1540,6 +1573,13 @@ class Engine:
         slot, c, _ = found
         if not c.active:
             return self._reply(inp, "deactivate_claim", True, "", c.id, slot.name, note="no job was running")
+        if c.preparing is not None or c.exit_pending is not None:
+            # the job has not started (PREPARE hooks) or has already ended (JOB_EXIT): nothing to signal
+            self._reply(inp, "deactivate_claim", True, "", c.id, slot.name)
+            if c.preparing is not None:
+                c.preparing = None
+                self._job_gone(slot, c, {"exit_code": None, "reason": "deactivated before the job started"})
+            return None
         if c.job_state == "suspended":
             c.close_segment(self.now)
             c.job_state = "running"
@@ -1726,6 +1766,9 @@ class Engine:
         c.job_state = None
         c.load = 0.0
         c.job_start = None
+        c.preparing = None
+        c.update_at = None
+        c.exit_pending = None
         self._emit(JobEvent(self.now, slot.name, "exit", c.id, detail))
         self._refresh_duty()
         if slot.state == State.CLAIMED:
@@ -1734,6 +1777,8 @@ class Engine:
             else:
                 slot.user_suspended = False
                 self._change(slot, State.CLAIMED, Activity.IDLE, "job exited")
+                if c.fetched and slot.claim is c and slot.state == State.CLAIMED:
+                    self._try_fetch(slot)  # a fetched claim asks for more work at once
         elif slot.state == State.PREEMPTING:
             self._leave_preempting(slot)
         self._publish_claim(slot)
@@ -1743,10 +1788,15 @@ class Engine:
         if found is None or not found[2] or not found[1].active:
             return
         slot, c, _ = found
+        if c.exit_pending is not None:
+            return
         detail: dict[str, Any] = {"exit_code": inp.exit_code}
         if inp.signal is not None:
             detail["signal"] = inp.signal
         detail.update(inp.usage)
+        c.extra.update(inp.usage)
+        if self._job_exit_hook(slot, c, detail, inp.exit_code, inp.signal):
+            return
         self._job_gone(slot, c, detail)
 
     def _on_benchmarks(self, inp: BenchmarksDone) -> None:
@@ -1763,14 +1813,6 @@ class Engine:
 
     def _on_backfill_exited(self, inp: BackfillExited) -> None:
         self._backfill_gone()
-
-    def _on_cron(self, inp: CronOutput) -> None:
-        for slot_name, ad in inp.ads:
-            targets = [self.slots[slot_name]] if slot_name in self.slots else (
-                self._slot_list() if slot_name is None else [])
-            for s in targets:
-                s.ad.update(ad)
-                self._changed.add(s.name)
 
     _HANDLERS: dict[type, Callable[["Engine", Any], None]] = {
         Tick: _on_tick,
@@ -1793,5 +1835,7 @@ class Engine:
         JobUsage: _on_job_usage,
         BenchmarksDone: _on_benchmarks,
         BackfillExited: _on_backfill_exited,
-        CronOutput: _on_cron,
+        CronOutput: CronHooksMixin._on_cron,
+        CronLoad: CronHooksMixin._on_cron_load,
+        HookResult: CronHooksMixin._on_hook_result,
     }

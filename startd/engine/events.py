@@ -193,10 +193,48 @@ class BackfillExited(Input):
 
 @dataclass(frozen=True, slots=True)
 class CronOutput(Input):
-    """A startd cron job produced ads to merge into slot ads (see the cron room)."""
+    """A startd cron job produced ads to merge into slot ads (see :mod:`startd.cron`).
+
+    ``name`` is the job's name (STARTD_CRON_JOBLIST); ``ads`` are (tag, ad) pairs in the order the job
+    printed them: tag None is the job's own ad, a tag names a further ad (``JOB.tag``) that later runs
+    replace by name. Attribute names already carry the job's PREFIX. ``update`` True/False forces or
+    suppresses an immediate update (None: STARTD_CRON_AUTOPUBLISH decides). ``slot`` restricts the
+    ads to one slot (the simulator's ``cron`` step with ``slot``); None lets the ads' own
+    SlotMergeConstraint / SlotName / SlotTypeId / SlotId and the job's SLOTS decide.
+    """
 
     name: str
     ads: list[tuple[str | None, ClassAd]] = field(default_factory=list)
+    update: bool | None = None
+    slot: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CronLoad(Input):
+    """The JOB_LOAD of the startd cron jobs and of the benchmark jobs running now: HTCondor load,
+    counted in CondorLoadAvg (the cron load on the first slot, the benchmark load on the slot that
+    is Benchmarking)."""
+
+    load: float = 0.0
+    benchmarks: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class HookResult(Input):
+    """A hook the engine asked for (:class:`RunHook`) has ended. ``request`` is the RunHook's.
+
+    ``ad`` is its standard output read as one ad (None: it printed nothing usable); ``error`` says
+    why it did not run to a normal end (missing, not executable, timed out, printed too much);
+    ``bad_lines`` are output lines that were not attributes."""
+
+    request: int = 0
+    hook: str = ""
+    slot: str = ""
+    ad: ClassAd | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    error: str = ""
+    bad_lines: tuple[str, ...] = ()
 
 
 # --- outputs -------------------------------------------------------------------------------------
@@ -290,6 +328,25 @@ class BackfillCommand(Output):
 
     slot: str
     what: _Lit["start", "soft_kill", "hard_kill"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunHook(Output):
+    """Run the hook ``hook`` (FETCH_WORK, REPLY_FETCH, EVICT_CLAIM, PREPARE_JOB_BEFORE_TRANSFER,
+    PREPARE_JOB, UPDATE_JOB_INFO, JOB_EXIT) of ``keyword`` for ``slot``: the program ``path`` with
+    ``args``, ``stdin`` on its standard input, killed after ``timeout`` seconds. When ``request`` is
+    non-zero the engine waits for a :class:`HookResult` carrying it; zero means nobody waits (the
+    advisory hooks), though the shell still logs how it went."""
+
+    slot: str
+    keyword: str
+    hook: str
+    path: str
+    args: tuple[str, ...] = ()
+    stdin: str = ""
+    request: int = 0
+    claim_id: str = ""
+    timeout: float = 60.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -461,7 +461,7 @@ def test_cron_output_reaches_the_ads_with_the_jobs_prefix(tmp_path: Path) -> Non
     assert first.name == "TEMP" and first.now - eng.samples[0].now == 5
     (slot, ad), = first.ads
     assert slot is None and ad.evaluate("CpuTempC") == 85 and ad.evaluate("CpuTempSensor") == "k10"
-    assert second.ads[0][0] == "slot2" and second.ads[0][1].evaluate("X") == 1
+    assert second.slot == "slot2" and second.ads[0][0] is None and second.ads[0][1].evaluate("X") == 1
 
 
 def test_backfill_client_killed_by_the_engine_exits_at_once(tmp_path: Path) -> None:

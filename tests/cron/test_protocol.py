@@ -1,0 +1,56 @@
+"""The startd cron output protocol, as a pure function."""
+
+from __future__ import annotations
+
+from startd.cron.protocol import OutputParser, parse_hook_ad, parse_output, parse_separator
+
+
+def test_attribute_lines_make_one_ad_and_the_prefix_is_applied() -> None:
+    out = parse_output('C = 55\nSensor = "k10"\n', prefix="CpuTemp")
+    (ad,) = out.ads
+    assert ad.tag is None and ad.update is None
+    assert ad.ad.evaluate("CpuTempC") == 55 and ad.ad.evaluate("CpuTempSensor") == "k10"
+
+
+def test_dash_ends_an_ad_and_names_it() -> None:
+    out = parse_output("A = 1\n-\nB = 2\n- gpu0\nC = 3\n-gpu1 update:true\nD = 4\n")
+    assert [(a.tag, a.update, sorted(a.ad)) for a in out.ads] == [
+        (None, None, ["A"]), ("gpu0", None, ["B"]), ("gpu1", True, ["C"]), (None, None, ["D"])]
+
+
+def test_update_flag_forms() -> None:
+    assert parse_separator(" update:false") == (None, False, [])
+    assert parse_separator(" update") == (None, True, [])
+    assert parse_separator(" t1 update:yes") == ("t1", True, [])
+    assert parse_separator(" t1 colour:red") == ("t1", None, ["colour:red"])
+
+
+def test_garbage_lines_are_reported_and_skipped() -> None:
+    out = parse_output("A = 1\nthis is not an attribute\n= 5\nB = (\nC = 3\n")
+    assert sorted(out.ads[0].ad) == ["A", "C"]
+    assert [b[0] for b in out.bad_lines] == ["this is not an attribute", "= 5", "B = ("]
+
+
+def test_routing_attributes_keep_their_names_under_a_prefix() -> None:
+    (ad,) = parse_output("X = 1\nSlotId = 2\nSlotMergeConstraint = true\n", prefix="P_").ads
+    assert sorted(ad.ad.name_of(k) for k in ad.ad) == ["P_X", "SlotId", "SlotMergeConstraint"]
+
+
+def test_empty_blocks_publish_nothing_and_comments_are_ignored() -> None:
+    assert parse_output("-\n# nothing\n-\n").ads == []
+
+
+def test_incremental_parser_returns_each_ad_as_it_ends() -> None:
+    p = OutputParser()
+    assert p.feed_line("A = 1") is None
+    got = p.feed_line("- first")
+    assert got is not None and got.tag == "first"
+    assert p.close() is None
+
+
+def test_hook_output_as_one_ad() -> None:
+    ad, bad = parse_hook_ad('Cmd = "/bin/true"\nOwner = "svc"\n')
+    assert ad is not None and ad.evaluate("Owner") == "svc" and bad == []
+    assert parse_hook_ad("\n  \n") == (None, [])
+    ad, bad = parse_hook_ad('[ Cmd = "/bin/x"; Owner = "o" ]')
+    assert ad is not None and ad.evaluate("Cmd") == "/bin/x"
