@@ -255,6 +255,23 @@ class Scenario(_Model):
         """The virtual wall clock at t=0, in seconds since the epoch."""
         return parse_start(self.start if self.start is not None else DEFAULT_START)
 
+    def utc_offset(self) -> int:
+        """The simulated machine's time zone, seconds east of UTC: the offset ``start:`` is written
+        with (UTC when it names none), so ClockMin and ClockDay do not depend on where it runs."""
+        value = self.start if self.start is not None else DEFAULT_START
+        if isinstance(value, str):
+            text = value.strip()
+            if text.endswith("Z"):
+                return 0
+            try:
+                value = _dt.datetime.fromisoformat(text)
+            except ValueError:
+                return 0
+        if isinstance(value, _dt.datetime) and value.tzinfo is not None:
+            off = value.utcoffset()
+            return int(off.total_seconds()) if off is not None else 0
+        return 0
+
 
 def normalise_expected(want: str) -> str:
     """Check an ``expect`` value (``State/Activity``, ``State`` or ``absent``) and spell it canonically."""

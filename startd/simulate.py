@@ -285,7 +285,8 @@ class Simulator:
 
     def run(self) -> int:
         """Run every step; returns 0 when every expectation held, 1 when one failed."""
-        self.engine = self.engine_factory(self.conf, self.host.sample(self.t0, full=True), machine=MACHINE)
+        self.engine = self.engine_factory(self.conf, self.host.sample(self.t0, full=True), machine=MACHINE,
+                                          utc_offset=self.sc.utc_offset())
         self._handle_outputs(self.engine.start())
         self._drain_followups()
         for i in self.order:

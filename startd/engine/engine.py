@@ -167,8 +167,14 @@ class Slot:
 class Engine(CronHooksMixin):
     """The pure condor_startd engine. See :mod:`startd.engine.events` for inputs and outputs."""
 
-    def __init__(self, conf: Any, host: HostSample, *, machine: str | None = None) -> None:
-        """Build the slots of ``conf`` for the machine ``host`` describes; nothing happens until :meth:`start`."""
+    def __init__(self, conf: Any, host: HostSample, *, machine: str | None = None,
+                 utc_offset: int | None = None) -> None:
+        """Build the slots of ``conf`` for the machine ``host`` describes; nothing happens until :meth:`start`.
+
+        ``utc_offset`` (seconds east of UTC) fixes the time zone of ClockMin and ClockDay; None uses the
+        local time zone of this process, as a daemon does.
+        """
+        self.utc_offset = utc_offset
         self.now = float(host.now)
         self._start_time = self.now
         self.machine = machine or conf.get("STARTD_NAME") or conf.get("FULL_HOSTNAME") or "localhost"
@@ -485,7 +491,7 @@ class Engine(CronHooksMixin):
         con = self._console_idle(now)
         maxidle = (now - self._start_time) + self.keyboard_boost
         n_con, n_kbd = self.slots_on_console, self.slots_on_keyboard
-        lt = _time.localtime(now)
+        lt = _time.localtime(now) if self.utc_offset is None else _time.gmtime(now + self.utc_offset)
         clock_min, clock_day = lt.tm_hour * 60 + lt.tm_min, (lt.tm_wday + 1) % 7
         for s in ordered:
             cpus = float(s.resources.cpus)

@@ -14,7 +14,7 @@ from startd.engine import events as ev
 
 
 class FakeEngine:
-    def __init__(self, conf: Any, host: ev.HostSample, machine: str = "") -> None:
+    def __init__(self, conf: Any, host: ev.HostSample, machine: str = "", utc_offset: int | None = None) -> None:
         self.conf = conf
         self.now = host.now
         self.cpus = host.cpus or 1

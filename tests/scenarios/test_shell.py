@@ -187,24 +187,27 @@ def test_engine_timers_fire_at_their_times_before_steps_of_that_instant(tmp_path
     assert code == 0
 
 
-def test_start_sets_the_virtual_wall_clock(tmp_path: Path) -> None:
+def test_start_sets_the_virtual_wall_clock_and_the_machine_time_zone(tmp_path: Path) -> None:
     seen: list[float] = []
+    offsets: list[int | None] = []
 
     class Spy(FakeEngine):
-        def __init__(self, conf: Any, host: Any, machine: str = "") -> None:
+        def __init__(self, conf: Any, host: Any, machine: str = "", utc_offset: int | None = None) -> None:
             seen.append(host.now)
+            offsets.append(utc_offset)
             super().__init__(conf, host, machine)
 
     run(tmp_path, BASE + 'start: "2026-03-02T12:00:00Z"\nsteps: []\n', engine=Spy)
     run(tmp_path, BASE + 'start: "2026-03-02T13:00:00+01:00"\nsteps: []\n', engine=Spy)
     assert seen == [1772452800.0, 1772452800.0]
+    assert offsets == [0, 3600]  # ClockMin/ClockDay follow the offset start: is written with
 
 
 def test_detected_host_facts_come_from_the_scenario(tmp_path: Path) -> None:
     confs: list[Any] = []
 
     class Spy(FakeEngine):
-        def __init__(self, conf: Any, host: Any, machine: str = "") -> None:
+        def __init__(self, conf: Any, host: Any, machine: str = "", utc_offset: int | None = None) -> None:
             confs.append((conf, host))
             super().__init__(conf, host, machine)
 
