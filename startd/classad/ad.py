@@ -244,7 +244,7 @@ class ClassAd(MutableMapping[str, Expr]):
         ad._names = dict(self._names)
         return ad
 
-    def update(self, other: Any = (), /, **kwargs: Any) -> None:  # type: ignore[override]
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:
         if isinstance(other, ClassAd):
             self._own()
             self._attrs.update(other._attrs)

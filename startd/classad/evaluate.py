@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import operator
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 from .ast import AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp
 from .values import ERROR, UNDEFINED, AbsTime, RelTime, real_to_int, wrap_int, INT64_MIN, INT64_MAX
@@ -54,7 +54,7 @@ class EvalState:
         self.left = left
         self.right = right
         self.root = root
-        self.busy: set[tuple[int, str]] = set()
+        self.busy: set[tuple[int, int]] = set()
         self.depth = 0
         self._clock = clock
         self._now = now
@@ -115,7 +115,7 @@ class EvalState:
             found = _find(self, base, node.lname, False)
         if found is None or found[0] is not _EXPR:
             return None
-        return found[1]
+        return cast(Node, found[1])
 
 
 # --- attribute lookup ----------------------------------------------------------------------------
@@ -243,32 +243,33 @@ def _fn(node: Node) -> Closure:
 
 def compile_node(node: Node) -> Closure:
     """Compile a tree into a closure ``f(state) -> value``."""
+    # Dispatch on the exact class, tested once; each branch casts ``node`` to the class it tested.
     t = type(node)
     if t is Literal:
-        v = node.value
+        v = cast(Literal, node).value
         if _is_ad(v):
             # a record value stored in an ad: it keeps its own enclosing scope
             return lambda st: v
         return lambda st: v
     if t is AttrRef:
-        return _compile_attr(node)
+        return _compile_attr(cast(AttrRef, node))
     if t is BinaryOp:
-        return _compile_binary(node)
+        return _compile_binary(cast(BinaryOp, node))
     if t is UnaryOp:
-        return _compile_unary(node)
+        return _compile_unary(cast(UnaryOp, node))
     if t is Paren:
-        return _fn(node.inner)
+        return _fn(cast(Paren, node).inner)
     if t is Conditional:
-        return _compile_conditional(node)
+        return _compile_conditional(cast(Conditional, node))
     if t is Subscript:
-        return _compile_subscript(node)
+        return _compile_subscript(cast(Subscript, node))
     if t is Call:
-        return _compile_call(node)
+        return _compile_call(cast(Call, node))
     if t is ListExpr:
-        fns = [_fn(n) for n in node.items]
+        fns = [_fn(n) for n in cast(ListExpr, node).items]
         return lambda st: [f(st) for f in fns]
     if t is RecordExpr:
-        return _compile_record(node)
+        return _compile_record(cast(RecordExpr, node))
     raise TypeError(f"cannot compile {t.__name__}")
 
 

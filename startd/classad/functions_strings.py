@@ -373,7 +373,7 @@ def _strlist_member(fold: bool, subset: bool) -> FunctionType:
             return ERROR
         item = args[0].ev(st)
         lst = args[1].ev(st)
-        delims = args[2].ev(st) if n == 3 else UNDEFINED
+        delims: Value = args[2].ev(st) if n == 3 else UNDEFINED
         for v in (item, lst, delims):
             if v is not UNDEFINED and type(v) is not str:
                 return ERROR
@@ -390,6 +390,8 @@ def _strlist_member(fold: bool, subset: bool) -> FunctionType:
             return item in items
         if not item:
             return True
+        have: set[bytes] | set[str]
+        want: list[bytes] | list[str]
         if fold:
             have = {to_bytes(x).lower() for x in items}
             want = [to_bytes(x).lower() for x in tokens(item, delims)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, cast
 
 from .ad import ClassAd, Expr, parse_expr
 from .ast import ListExpr, Literal, Node, RecordExpr
@@ -23,7 +23,7 @@ _EXPR_RE = re.compile(r"\A/Expr\((.*)\)/\Z", re.DOTALL)
 def _node_to_json(node: Node) -> Any:
     t = type(node)
     if t is Literal:
-        v = node.value
+        v = cast(Literal, node).value
         tv = type(v)
         if tv is bool or tv is int or tv is str:
             return v
@@ -39,9 +39,9 @@ def _node_to_json(node: Node) -> Any:
             return [_node_to_json(Literal(x)) for x in v]
         return f"/Expr({unparse_node(node)})/"
     if t is ListExpr:
-        return [_node_to_json(n) for n in node.items]
+        return [_node_to_json(n) for n in cast(ListExpr, node).items]
     if t is RecordExpr:
-        return {name: _node_to_json(n) for name, n in node.attrs}
+        return {name: _node_to_json(n) for name, n in cast(RecordExpr, node).attrs}
     return f"/Expr({unparse_node(node)})/"
 
 

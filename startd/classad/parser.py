@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from .ast import AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp
 from .values import ERROR, UNDEFINED, INT64_MAX, INT64_MIN
@@ -61,7 +61,10 @@ class _Reparse(ClassAdSyntaxError):
         self.reason = message
 
 
-def _precise(make: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def _precise(make: Callable[[bool], _T]) -> _T:
     """Run ``make(precise)``; when the fast attempt fails, run it again precisely for the error."""
     try:
         try:
@@ -112,7 +115,7 @@ def _int_literal(text: str) -> int:
     return v
 
 
-Token = tuple  # (kind, value, position); kind is one of int real str name qname op kw eof
+Token = tuple[str, Any, int]  # (kind, value, position); kind is one of int real str name qname op kw eof
 
 
 def _read_string(text: str, pos: int, quote: str, old: bool) -> tuple[str, int]:
@@ -179,6 +182,7 @@ def tokenize(text: str, old: bool = False) -> list[tuple[str, Any, int]]:
     negative = -1  # position of a minus that starts a negative number literal
     for m in _TOKEN_RE.finditer(text):
         kind = m.lastgroup
+        assert kind is not None  # every alternative of the pattern is a named group
         if kind == "ws":
             continue
         if kind == "neg":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 from .ast import AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp
 from .parser import BINARY_PRECEDENCE
@@ -142,19 +142,20 @@ def _record_text(attrs: list[tuple[str, Node]], old: bool) -> str:
 
 
 def _prec(node: Node) -> int:
+    # the class is tested once; each branch casts ``node`` to the class it tested
     t = type(node)
     if t is BinaryOp:
-        return BINARY_PRECEDENCE[node.op]
+        return BINARY_PRECEDENCE[cast(BinaryOp, node).op]
     if t is Conditional:
-        return _POSTFIX_PREC if node.then is None else _COND_PREC
+        return _POSTFIX_PREC if cast(Conditional, node).then is None else _COND_PREC
     if t is UnaryOp:
         return _UNARY_PREC
     if t is Literal:
-        v = node.value
+        v = cast(Literal, node).value
         if (type(v) is int or type(v) is float) and (v < 0 or (type(v) is float and (v != v or math.isinf(v)))):
             return _UNARY_PREC
         return _ATOM_PREC
-    if t is AttrRef and node.base is not None or t is Subscript:
+    if t is AttrRef and cast(AttrRef, node).base is not None or t is Subscript:
         return _POSTFIX_PREC
     return _ATOM_PREC
 
@@ -166,47 +167,55 @@ def _unparse(node: Node, min_prec: int, old: bool) -> str:
     """
     if min_prec and _prec(node) < min_prec:
         return "(" + _unparse(node, 0, old) + ")"
+    # the class is tested once; each branch casts ``node`` to the class it tested
     t = type(node)
     if t is Literal:
-        return format_value(node.value, old)
+        return format_value(cast(Literal, node).value, old)
     if t is AttrRef:
-        if node.base is None:
-            return ("." if node.absolute else "") + quote_name(node.name)
-        base = node.base
+        ref = cast(AttrRef, node)
+        base = ref.base
+        if base is None:
+            return ("." if ref.absolute else "") + quote_name(ref.name)
         if type(base) is Literal and type(base.value) in (int, float):
-            return f"({_unparse(base, 0, old)}).{quote_name(node.name)}"
-        return f"{_unparse(base, _POSTFIX_PREC, old)}.{quote_name(node.name)}"
+            return f"({_unparse(base, 0, old)}).{quote_name(ref.name)}"
+        return f"{_unparse(base, _POSTFIX_PREC, old)}.{quote_name(ref.name)}"
     if t is BinaryOp:
-        p = BINARY_PRECEDENCE[node.op]
-        op = node.op
-        return f"{_unparse(node.left, p, old)} {op} {_unparse(node.right, p + 1, old)}"
+        bop = cast(BinaryOp, node)
+        op = bop.op
+        p = BINARY_PRECEDENCE[op]
+        return f"{_unparse(bop.left, p, old)} {op} {_unparse(bop.right, p + 1, old)}"
     if t is UnaryOp:
-        inner = _unparse(node.operand, _UNARY_PREC, old)
+        uop = cast(UnaryOp, node)
+        inner = _unparse(uop.operand, _UNARY_PREC, old)
         if inner[:1] in "+-.0123456789":
             # "- 1" stays an operator applied to 1 (without the space "-1" would read as one literal)
-            return f"{node.op} {inner}"
-        return f"{node.op}{inner}"
+            return f"{uop.op} {inner}"
+        return f"{uop.op}{inner}"
     if t is Conditional:
-        if node.then is None:
+        c = cast(Conditional, node)
+        if c.then is None:
             # elvis is a postfix operator: both operands must be postfix expressions
-            return f"{_unparse(node.cond, _POSTFIX_PREC, old)} ?: {_unparse(node.other, _POSTFIX_PREC, old)}"
-        cond = _unparse(node.cond, _COND_PREC + 1, old)
-        return f"{cond} ? {_unparse(node.then, _COND_PREC, old)} : {_unparse(node.other, _COND_PREC, old)}"
+            return f"{_unparse(c.cond, _POSTFIX_PREC, old)} ?: {_unparse(c.other, _POSTFIX_PREC, old)}"
+        cond = _unparse(c.cond, _COND_PREC + 1, old)
+        return f"{cond} ? {_unparse(c.then, _COND_PREC, old)} : {_unparse(c.other, _COND_PREC, old)}"
     if t is Paren:
-        return f"({_unparse(node.inner, 0, old)})"
+        return f"({_unparse(cast(Paren, node).inner, 0, old)})"
     if t is Subscript:
-        base = node.base
-        if type(base) is Literal and type(base.value) in (int, float):
-            return f"({_unparse(base, 0, old)})[{_unparse(node.index, 0, old)}]"
-        return f"{_unparse(base, _POSTFIX_PREC, old)}[{_unparse(node.index, 0, old)}]"
+        sub = cast(Subscript, node)
+        sbase = sub.base
+        if type(sbase) is Literal and type(sbase.value) in (int, float):
+            return f"({_unparse(sbase, 0, old)})[{_unparse(sub.index, 0, old)}]"
+        return f"{_unparse(sbase, _POSTFIX_PREC, old)}[{_unparse(sub.index, 0, old)}]"
     if t is Call:
-        return f"{node.name}(" + ",".join(_unparse(a, 0, old) for a in node.args) + ")"
+        call = cast(Call, node)
+        return f"{call.name}(" + ",".join(_unparse(a, 0, old) for a in call.args) + ")"
     if t is ListExpr:
-        if not node.items:
+        items = cast(ListExpr, node).items
+        if not items:
             return "{ }"
-        return "{ " + ",".join(_unparse(a, 0, old) for a in node.items) + " }"
+        return "{ " + ",".join(_unparse(a, 0, old) for a in items) + " }"
     if t is RecordExpr:
-        return _record_text(node.attrs, old)
+        return _record_text(cast(RecordExpr, node).attrs, old)
     return f"<{t.__name__}>"
 
 
@@ -247,28 +256,34 @@ def iter_nodes(node: Node) -> Iterator[Node]:
     while stack:
         n = stack.pop()
         yield n
+        # the class is tested once; each branch casts ``n`` to the class it tested
         t = type(n)
         if t is BinaryOp:
-            stack += (n.right, n.left)
+            bop = cast(BinaryOp, n)
+            stack += (bop.right, bop.left)
         elif t is UnaryOp:
-            stack.append(n.operand)
+            stack.append(cast(UnaryOp, n).operand)
         elif t is Paren:
-            stack.append(n.inner)
+            stack.append(cast(Paren, n).inner)
         elif t is Conditional:
-            stack.append(n.other)
-            if n.then is not None:
-                stack.append(n.then)
-            stack.append(n.cond)
+            c = cast(Conditional, n)
+            stack.append(c.other)
+            if c.then is not None:
+                stack.append(c.then)
+            stack.append(c.cond)
         elif t is Subscript:
-            stack += (n.index, n.base)
-        elif t is AttrRef and n.base is not None:
-            stack.append(n.base)
+            sub = cast(Subscript, n)
+            stack += (sub.index, sub.base)
+        elif t is AttrRef:
+            base = cast(AttrRef, n).base
+            if base is not None:
+                stack.append(base)
         elif t is Call:
-            stack += reversed(n.args)
+            stack += reversed(cast(Call, n).args)
         elif t is ListExpr:
-            stack += reversed(n.items)
+            stack += reversed(cast(ListExpr, n).items)
         elif t is RecordExpr:
-            stack += reversed([e for _, e in n.attrs])
+            stack += reversed([e for _, e in cast(RecordExpr, n).attrs])
 
 
 def references(node: Node) -> set[str]:

@@ -20,7 +20,7 @@ It differs from the canonical text of :mod:`startd.classad.unparse`:
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable, cast
 
 from .ast import AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp
 from .functions_common import abstime_text, real_text
@@ -139,7 +139,7 @@ class _Printer:
     def __init__(self) -> None:
         self.indent = 0
 
-    def list_text(self, items: list[Any], item_text: Any) -> str:
+    def list_text(self, items: list[Any], item_text: Callable[[Any], str]) -> str:
         self.indent += _LIST_INDENT
         parts = ["\n" + " " * self.indent + "{"]
         self.indent += _LIST_INDENT
@@ -152,7 +152,7 @@ class _Printer:
         self.indent -= _LIST_INDENT
         return "".join(parts)
 
-    def record_text(self, attrs: list[tuple[str, Any]], item_text: Any) -> str:
+    def record_text(self, attrs: list[tuple[str, Any]], item_text: Callable[[Any], str]) -> str:
         attrs = sorted(attrs, key=lambda kv: name_hash(kv[0]))
         self.indent += _RECORD_INDENT
         parts = ["\n" + " " * self.indent + "["]
@@ -192,37 +192,45 @@ class _Printer:
             return self.record_text(attrs, self.node)
         return str(v)
 
-    def node(self, node: Any) -> str:
+    def node(self, node: object) -> str:
+        """Text of a tree; anything else is written as a value."""
+        # the class is tested once; each branch casts ``node`` to the class it tested
         t = type(node)
         if t is Literal:
-            return self.value(node.value)
+            return self.value(cast(Literal, node).value)
         if t is AttrRef:
-            if node.base is None:
-                return ("." if node.absolute else "") + quote_name(node.name)
-            return self.node(node.base) + "." + node.name
+            ref = cast(AttrRef, node)
+            if ref.base is None:
+                return ("." if ref.absolute else "") + quote_name(ref.name)
+            return self.node(ref.base) + "." + ref.name
         if t is BinaryOp:
-            op = _OPS.get(node.op, node.op)
-            return f"{self.node(node.left)} {op} {self.node(node.right)}"
+            bop = cast(BinaryOp, node)
+            op = _OPS.get(bop.op, bop.op)
+            return f"{self.node(bop.left)} {op} {self.node(bop.right)}"
         if t is UnaryOp:
-            return " " + node.op + self.node(node.operand)
+            uop = cast(UnaryOp, node)
+            return " " + uop.op + self.node(uop.operand)
         if t is Paren:
-            return "(" + self.node(node.inner) + ")"
+            return "(" + self.node(cast(Paren, node).inner) + ")"
         if t is Conditional:
-            if node.then is None:
-                return f"{self.node(node.cond)} ?: {self.node(node.other)}"
-            return f"{self.node(node.cond)} ? {self.node(node.then)} : {self.node(node.other)}"
+            c = cast(Conditional, node)
+            if c.then is None:
+                return f"{self.node(c.cond)} ?: {self.node(c.other)}"
+            return f"{self.node(c.cond)} ? {self.node(c.then)} : {self.node(c.other)}"
         if t is Subscript:
-            return f"{self.node(node.base)}[{self.node(node.index)}]"
+            sub = cast(Subscript, node)
+            return f"{self.node(sub.base)}[{self.node(sub.index)}]"
         if t is Call:
-            if len(node.args) == 1 and node.lname in ("abstime", "reltime"):
-                lit = _time_literal_text(node.lname, node.args[0])
+            call = cast(Call, node)
+            if len(call.args) == 1 and call.lname in ("abstime", "reltime"):
+                lit = _time_literal_text(call.lname, call.args[0])
                 if lit is not None:
                     return lit
-            return node.name + "(" + ",".join(self.node(a) for a in node.args) + ")"
+            return call.name + "(" + ",".join(self.node(a) for a in call.args) + ")"
         if t is ListExpr:
-            return self.list_text(node.items, self.node)
+            return self.list_text(cast(ListExpr, node).items, self.node)
         if t is RecordExpr:
-            return self.record_text(node.attrs, self.node)
+            return self.record_text(cast(RecordExpr, node).attrs, self.node)
         if isinstance(node, Node):
             from .unparse import unparse_node
 

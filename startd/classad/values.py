@@ -11,7 +11,10 @@ singletons :data:`UNDEFINED` and :data:`ERROR`.
 from __future__ import annotations
 
 import math
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeGuard
+
+if TYPE_CHECKING:
+    from .ad import ClassAd
 
 
 class _Undefined:
@@ -148,7 +151,7 @@ def type_name(v: Any) -> str:
     return "classad"
 
 
-def is_classad(v: Any) -> bool:
+def is_classad(v: Any) -> TypeGuard[ClassAd]:
     """True when ``v`` is a record value (a :class:`ClassAd`)."""
     from .ad import ClassAd
 

@@ -16,11 +16,14 @@ import shlex
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 from . import host
 from .errors import ConfigError
 from .expand import Expander, expand_meta_args, has_meta_args
+
+if TYPE_CHECKING:
+    from .settings import StartdSettings
 
 SUBSYSTEM = "STARTD"
 MAX_NESTING = 20
@@ -321,7 +324,7 @@ class Config:
     random_cache: dict[str, str] = field(default_factory=dict)
     rng: random.Random = field(default_factory=random.Random)
     origin: tuple[str | None, str | None] = (None, None)
-    _settings: object | None = None
+    _settings: StartdSettings | None = None
 
     # -- lookup -------------------------------------------------------------------------------
 
@@ -398,7 +401,7 @@ class Config:
             out.setdefault(k, k)
         return sorted(out.values(), key=str.upper)
 
-    def settings(self):  # type: ignore[no-untyped-def]
+    def settings(self) -> StartdSettings:
         """The typed view (:class:`startd.config.settings.StartdSettings`), built once."""
         if self._settings is None:
             from .settings import build_settings
@@ -685,14 +688,16 @@ class _Parser:
         if op == ":" and word in ("include", "use", "error", "warning"):
             between = line[name_end:op_pos].strip(_SPACE)
             if word == "use":
-                return self._use(between, rhs, frame, lineno, depth)
+                self._use(between, rhs, frame, lineno, depth)
+                return None
             if word in ("error", "warning"):
                 msg = self._expand(rhs, file, lineno)
                 if word == "error":
                     raise self._err(f"error: {msg}", file, lineno)
                 self.conf.warnings.append(f"{file}:{lineno}: warning: {msg}")
                 return None
-            return self._include(between, rhs, frame, lineno, depth)
+            self._include(between, rhs, frame, lineno, depth)
+            return None
         if op == ":":
             self.conf.warnings.append(f"{file}:{lineno}: obsolete use of ':' for parameter assignment at {name} : {rhs}")
         expanded = self._expand(name, file, lineno)

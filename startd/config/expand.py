@@ -12,7 +12,7 @@ import math
 import random
 import re
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Literal, Mapping, overload
 
 from .errors import ConfigError
 
@@ -189,6 +189,12 @@ def _list_items(text: str) -> list[str]:
 def _strtol(text: str) -> int | None:
     m = re.match(r"\s*([+-]?\d+)", text)
     return int(m.group(1)) if m else None
+
+
+@overload
+def _eval_number(text: str, want_int: Literal[True]) -> int | None: ...
+@overload
+def _eval_number(text: str, want_int: bool) -> int | float | None: ...
 
 
 def _eval_number(text: str, want_int: bool) -> int | float | None:

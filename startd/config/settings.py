@@ -10,7 +10,7 @@ Policy expressions (START, SUSPEND, ...) are kept as text; the engine parses the
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -141,6 +141,12 @@ def _fail(conf: "Config", knob: str, msg: str) -> ConfigError:
     if d is None or d.line <= 0:
         return ConfigError(f"{knob}: {msg}", d.file if d is not None else None)
     return ConfigError(f"{knob}: {msg}", d.file, d.line)
+
+
+@overload
+def _int(conf: "Config", knob: str, default: int) -> int: ...
+@overload
+def _int(conf: "Config", knob: str, default: int | None) -> int | None: ...
 
 
 def _int(conf: "Config", knob: str, default: int | None) -> int | None:

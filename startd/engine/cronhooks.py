@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..classad import ClassAd
 from ..classad.ast import Node
@@ -106,6 +107,19 @@ class CronHooksMixin:
     _draining: bool
     _changed: set[str]
     _out: list[Any]
+
+    if TYPE_CHECKING:
+        # methods of Engine that the mixin calls (their definitions are in engine.py)
+        def _eval(self, slot: Slot, attr: str, job: ClassAd | None) -> Any: ...
+        def _rank_for(self, slot: Slot, job: ClassAd) -> float: ...
+        def slot_ad(self, slot: str) -> ClassAd: ...
+        def _change(self, slot: Slot, state: State, activity: Activity, reason: str) -> None: ...
+        def _eval_slot(self, slot: Slot) -> None: ...
+        def _publish_claim(self, slot: Slot) -> None: ...
+        def _backfill_destination(self, slot: Slot, dest: State, reason: str, claim: Claim | None = None) -> None: ...
+        def _claim_pslot(self, inp: RequestClaim, p: Slot, claim: Claim) -> None: ...
+        def _start_job(self, slot: Slot, c: Claim, reason: str) -> None: ...
+        def _job_gone(self, slot: Slot, c: Claim, detail: dict[str, Any]) -> None: ...
 
     # ------------------------------------------------------------------ configuration
 
@@ -284,7 +298,7 @@ class CronHooksMixin:
             self._prepare_done(slot, c, inp)
         elif hook == "JOB_EXIT" and c.exit_pending is not None:
             detail, c.exit_pending = c.exit_pending, None
-            self._job_gone(slot, c, detail)  # type: ignore[attr-defined]
+            self._job_gone(slot, c, detail)
 
     # ------------------------------------------------------------------ fetch work
 
@@ -314,19 +328,19 @@ class CronHooksMixin:
         if delay > 0 and slot.fetch_done is not None and self.now - slot.fetch_done < delay:
             slot.fetch_at = slot.fetch_done + delay
             return
-        if _bool(self._eval(slot, "Start", None)) is False:  # type: ignore[attr-defined]
+        if _bool(self._eval(slot, "Start", None)) is False:
             self._reset_fetch_timer(slot)
             return
         slot.fetching = True
         slot.fetch_at = None
-        ad = self.slot_ad(slot.name)  # type: ignore[attr-defined]
+        ad = self.slot_ad(slot.name)
         self._run_hook(slot, kw, "FETCH_WORK", ad.to_old())
 
     def _willing_to_run(self, slot: "Slot", job: ClassAd) -> bool:
         """Resource::willingToRun: START true for the job, and the job's Requirements not false."""
         if self._draining or self._shutdown is not None or slot.state == State.DRAINED:
             return False
-        if _bool(self._eval(slot, "Start", job)) is not True:  # type: ignore[attr-defined]
+        if _bool(self._eval(slot, "Start", job)) is not True:
             return False
         node = job.get_node("Requirements")
         if node is not None and _bool(evaluate_node(node, job, slot.ad, self.now)) is False:
@@ -356,7 +370,7 @@ class CronHooksMixin:
         elif not self._willing_to_run(slot, job):
             willing = False
         else:
-            rank = self._rank_for(slot, job)  # type: ignore[attr-defined]
+            rank = self._rank_for(slot, job)
             if slot.state == State.CLAIMED and not idle_fetch and c is not None:
                 # no user priority for fetched work: only a strictly better RANK preempts
                 if rank <= c.rank or slot.pre is not None:
@@ -372,7 +386,7 @@ class CronHooksMixin:
                 willing = False
             else:
                 target = got
-        stdin = job.to_old() + "-----\n" + self.slot_ad(target.name).to_old()  # type: ignore[attr-defined]
+        stdin = job.to_old() + "-----\n" + self.slot_ad(target.name).to_old()
         if willing:
             stdin += f'ClaimId = "{claim.id}"\n'
         self._run_hook(slot, kw, "REPLY_FETCH", stdin, ("accept" if willing else "reject",), wait=False)
@@ -390,20 +404,20 @@ class CronHooksMixin:
             self._start_job(slot, c, "fetched more work on the claim")
         elif slot.state == State.CLAIMED:
             slot.pre = claim
-            self._publish_claim(slot)  # type: ignore[attr-defined]
+            self._publish_claim(slot)
             self._changed.add(slot.name)
-            self._eval_slot(slot)  # type: ignore[attr-defined]
+            self._eval_slot(slot)
         elif slot.state == State.BACKFILL:
-            self._backfill_destination(slot, State.CLAIMED, "claimed by fetched work", claim)  # type: ignore[attr-defined]
+            self._backfill_destination(slot, State.CLAIMED, "claimed by fetched work", claim)
         else:
             slot.claim = claim
-            self._change(slot, State.CLAIMED, Activity.IDLE, "claimed by fetched work")  # type: ignore[attr-defined]
+            self._change(slot, State.CLAIMED, Activity.IDLE, "claimed by fetched work")
 
     def _carve_for_fetch(self, p: "Slot", claim: Claim) -> "Slot | None":
         """A dynamic slot for fetched work, carved as for a schedd's claim; None when it does not fit."""
         before = len(self._out)
         req = RequestClaim(now=self.now, request=_FETCH_REQUEST, slot=p.name, claim_id=claim.id, job=claim.job)
-        self._claim_pslot(req, p, claim)  # type: ignore[attr-defined]
+        self._claim_pslot(req, p, claim)
         reply = None
         kept = []
         for o in self._out[before:]:
@@ -418,7 +432,7 @@ class CronHooksMixin:
 
     def _terminate_fetched(self, slot: "Slot", reason: str) -> None:
         """Resource::terminateFetchedWork."""
-        self._change(slot, State.PREEMPTING, Activity.VACATING, reason)  # type: ignore[attr-defined]
+        self._change(slot, State.PREEMPTING, Activity.VACATING, reason)
 
     def _hook_evict_claim(self, slot: "Slot", c: Claim) -> None:
         kw = self._slot_keyword(slot)
@@ -430,13 +444,13 @@ class CronHooksMixin:
     # ------------------------------------------------------------------ job hooks
 
     def _starter_keyword(self, job: ClassAd) -> str | None:
-        forced = self.conf.get("STARTER_JOB_HOOK_KEYWORD")
+        forced: str | None = self.conf.get("STARTER_JOB_HOOK_KEYWORD")
         if forced and forced.strip():
             return forced.strip()
         v = job.evaluate("HookKeyword")
         if isinstance(v, str) and v.strip() and any(self._hook_path(v.strip(), h) for h in STARTER_HOOKS):
             return v.strip()
-        d = self.conf.get("STARTER_DEFAULT_JOB_HOOK_KEYWORD")
+        d: str | None = self.conf.get("STARTER_DEFAULT_JOB_HOOK_KEYWORD")
         return d.strip() if d and d.strip() else None
 
     def _begin_job(self, slot: "Slot", c: Claim) -> None:
@@ -489,7 +503,7 @@ class CronHooksMixin:
             code, msg = 1, msg or f"{hook} printed lines that are not attributes"
         disposition = "hold" if code < 300 else "idle"
         c.preparing = None
-        self._job_gone(slot, c, {"exit_code": None, "hook": hook, "hook_status_code": code,  # type: ignore[attr-defined]
+        self._job_gone(slot, c, {"exit_code": None, "hook": hook, "hook_status_code": code,
                                  "hook_status_message": msg or f"{hook} failed with status {code}",
                                  "disposition": disposition})
 
@@ -547,15 +561,15 @@ class CronHooksMixin:
         c.hook_request = self._run_hook(slot, kw, "JOB_EXIT", ad.to_old(), (how,), claim=c)
         return True
 
-    def _hook_deadlines(self) -> list[tuple[float, Any]]:
-        out: list[tuple[float, Any]] = []
+    def _hook_deadlines(self) -> list[tuple[float, Callable[[], None]]]:
+        out: list[tuple[float, Callable[[], None]]] = []
         for slot in self.slots.values():
             if slot.fetch_at is not None and not slot.fetching:
-                out.append((slot.fetch_at, lambda s=slot: self._fetch_timer(s)))
+                out.append((slot.fetch_at, partial(self._fetch_timer, slot)))
             c = slot.claim
             if c is not None and c.update_at is not None and c.job_state in ("running", "suspended") \
                     and c.preparing is None and slot.state in (State.CLAIMED, State.PREEMPTING):
-                out.append((c.update_at, lambda s=slot: self._update_job_info(s)))
+                out.append((c.update_at, partial(self._update_job_info, slot)))
         return out
 
     def _fetch_timer(self, slot: "Slot") -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import time as _time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable
 
 from ..classad import ClassAd, Expr
@@ -1119,24 +1120,24 @@ class Engine(CronHooksMixin):
         for slot in self.slots.values():
             c = slot.claim
             if slot.match_deadline is not None and slot.state == State.MATCHED:
-                out.append((slot.match_deadline, lambda s=slot: self._match_expired(s)))
+                out.append((slot.match_deadline, partial(self._match_expired, slot)))
             if c is not None and c.lease_expires is not None and slot.state in (State.CLAIMED, State.PREEMPTING):
-                out.append((c.lease_expires, lambda s=slot: self._lease_expired(s)))
+                out.append((c.lease_expires, partial(self._lease_expired, slot)))
             if slot.state == State.PREEMPTING and slot.activity == Activity.VACATING and slot.vacate_deadline is not None:
-                out.append((slot.vacate_deadline, lambda s=slot: self._vacate_expired(s)))
+                out.append((slot.vacate_deadline, partial(self._vacate_expired, slot)))
             if slot.state == State.PREEMPTING and slot.activity == Activity.KILLING and slot.killing_deadline is not None:
-                out.append((slot.killing_deadline, lambda s=slot: self._killing_expired(s)))
+                out.append((slot.killing_deadline, partial(self._killing_expired, slot)))
             if slot.state == State.CLAIMED and c is not None:
                 if slot.activity == Activity.RETIRING and c.job_state == "running":
                     rem = self._drain_remaining() if self._draining else self._retirement_remaining(slot)
                     due = self.now + max(rem - self._max_vacate(slot), 0.0)
                     if math.isfinite(due):
-                        out.append((due, lambda s=slot: self._eval_slot(s)))
+                        out.append((due, partial(self._eval_slot, slot)))
                 if slot.activity == Activity.IDLE and c.activations > 0 and c.began is not None \
                         and "CLAIM_WORKLIFE" in slot.ad:
                     wl = _as_int(self._eval(slot, "CLAIM_WORKLIFE", None))
                     if wl is not None and wl >= 0:
-                        out.append((c.began + wl, lambda s=slot: self._eval_slot(s)))
+                        out.append((c.began + wl, partial(self._eval_slot, slot)))
         if self._backfill_kill_deadline is not None:
             out.append((self._backfill_kill_deadline, self._backfill_gone))
         out.extend(self._hook_deadlines())

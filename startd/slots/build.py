@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..config.errors import ConfigError
 from ..config.slottypes import (
@@ -231,11 +231,11 @@ def build(conf: "Config", host: Any) -> MachineLayout:
             raise config_error(conf, bad, "slot type 0 is reserved; number slot types from 1")
     counts: dict[int, int] = {}
     for t in range(1, max_types):
-        n = _int_knob(conf, f"NUM_SLOTS_TYPE_{t}", overrides, 0) or 0
-        if n < 0:
-            raise config_error(conf, f"NUM_SLOTS_TYPE_{t}", f"cannot be negative, got {n}")
-        if n:
-            counts[t] = n
+        count = _int_knob(conf, f"NUM_SLOTS_TYPE_{t}", overrides, 0) or 0
+        if count < 0:
+            raise config_error(conf, f"NUM_SLOTS_TYPE_{t}", f"cannot be negative, got {count}")
+        if count:
+            counts[t] = count
     type_texts: dict[int, str] = {}
     partitionable: dict[int, bool] = {}
     if counts:
@@ -359,7 +359,8 @@ def build(conf: "Config", host: Any) -> MachineLayout:
                 for c in chosen:
                     free_ids[n].remove(c)
         res = Resources(
-            cpus=s.cpus if s.allow_fractional_cpus else int((s.cpus or 0) + 0.1),
+            # every share was filled in above, so cpus is set
+            cpus=cast(float, s.cpus) if s.allow_fractional_cpus else int((s.cpus or 0) + 0.1),
             memory=int(s.memory or 0),
             disk=math.ceil(total_disk * (s.disk_fraction or 0)),
             swap=math.floor(virt_mem * (s.swap_fraction or 0)),
