@@ -436,12 +436,17 @@ class Engine(CronHooksMixin):
             ad["CurrentRank"] = float(c.rank)
             ad["PublicClaimId"] = c.id.split("#")[0]
             if c.active:
-                cl, pr = c.job.evaluate("ClusterId"), c.job.evaluate("ProcId")
-                if isinstance(cl, int) and isinstance(pr, int):
-                    ad["JobId"] = f"{cl}.{pr}"
-                gid = c.job.evaluate("GlobalJobId")
-                if isinstance(gid, str):
-                    ad["GlobalJobId"] = gid
+                ids = c.job_ids
+                if ids is None or ids[0] is not c.job:
+                    # read once per job ad, not at every refresh
+                    cl, pr = c.job.evaluate("ClusterId"), c.job.evaluate("ProcId")
+                    gid = c.job.evaluate("GlobalJobId")
+                    ids = c.job_ids = (c.job, f"{cl}.{pr}" if isinstance(cl, int) and isinstance(pr, int) else None,
+                                       gid if isinstance(gid, str) else None)
+                if ids[1] is not None:
+                    ad["JobId"] = ids[1]
+                if ids[2] is not None:
+                    ad["GlobalJobId"] = ids[2]
                 ad["JobStart"] = int(c.job_start or now)
                 for a in self._job_attrs:
                     node = c.job.get_node(a)
