@@ -34,6 +34,7 @@ from ..classad.evaluate import evaluate_node
 from ..classad.parser import ClassAdSyntaxError, parse_node
 from ..classad.values import ERROR, UNDEFINED
 from .claim import Claim
+from .convert import as_int as _int, eval_to_bool as _bool
 from .events import (CronLoad, CronOutput, HookResult, JobCommand, Reply, RequestClaim, RunHook)
 from .states import Activity, State
 
@@ -68,24 +69,6 @@ class NamedAd:
 
 def _split(text: str | None) -> list[str]:
     return [p for p in (text or "").replace(",", " ").split() if p]
-
-
-def _bool(v: Any) -> bool | None:
-    if v is True or v is False:
-        return v
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return v != 0
-    return None
-
-
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool) or v is UNDEFINED or v is ERROR:
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and math.isfinite(v):
-        return int(v)
-    return None
 
 
 def _without_last_update(ad: ClassAd) -> ClassAd:

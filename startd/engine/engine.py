@@ -30,6 +30,7 @@ from ..qube import duty_attrs, policy_expr, qube_knob_attrs
 from .. import slots as _slots
 from ..slots import DynamicSlotIds, MachineLayout, Resources, SlotDef
 from .claim import VANILLA_UNIVERSE, Claim
+from .convert import as_int as _as_int, eval_to_bool as _eval_to_bool
 from .cronhooks import CronHooksMixin
 from .events import (ActivateClaim, AdChanged, BackfillCommand, BackfillExited, BenchmarksDone, CancelDrain,
                      ContinueClaim, CronLoad, CronOutput, DeactivateClaim, HookResult, Drain, HostSample, Input, JobCommand, JobEvent,
@@ -86,15 +87,6 @@ def _knob_number(conf: Any, name: str) -> float | None:
     return float(v)
 
 
-def _eval_to_bool(v: Any) -> bool | None:
-    """HTCondor's EvalBool: booleans, and numbers as non-zero; anything else fails (None)."""
-    if v is True or v is False:
-        return v
-    if isinstance(v, (int, float)):
-        return v != 0
-    return None
-
-
 def _describe(v: Any) -> str:
     if v is UNDEFINED:
         return "undefined"
@@ -105,16 +97,6 @@ def _describe(v: Any) -> str:
     if v is False:
         return "false"
     return repr(v)
-
-
-def _as_int(v: Any) -> int | None:
-    if isinstance(v, bool) or v is UNDEFINED or v is ERROR:
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and math.isfinite(v):
-        return int(v)
-    return None
 
 
 @dataclass(slots=True)

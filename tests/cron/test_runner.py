@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from cronkit import alive, pids_in
+from prockit import alive, pids_in
 
 from startd import config
 from startd.engine.events import BenchmarksDone, CronLoad, CronOutput
