@@ -23,7 +23,6 @@ leaves Busy only once it returns (or times out).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
