@@ -105,19 +105,28 @@ def fn_substr(st: Any, args: Sequence[Any]) -> Value:
     return from_bytes(b[off:off + ln])
 
 
+def _two_strings(st: Any, args: Sequence[Any]) -> tuple[bytes, bytes] | Value:
+    """Both arguments of a two-string function, converted as ``string()`` converts them, as bytes;
+    UNDEFINED when either is undefined, ERROR on a wrong count or a value with no string form."""
+    if len(args) != 2:
+        return ERROR
+    a = args[0].ev(st)
+    b = args[1].ev(st)
+    if a is UNDEFINED or b is UNDEFINED:
+        return UNDEFINED
+    sa = to_string(a)
+    sb = to_string(b)
+    if type(sa) is not str or type(sb) is not str:
+        return ERROR
+    return to_bytes(sa), to_bytes(sb)
+
+
 def _strcompare(fold: bool) -> FunctionType:
     def fn(st: Any, args: Sequence[Any]) -> Value:
-        if len(args) != 2:
-            return ERROR
-        a = args[0].ev(st)
-        b = args[1].ev(st)
-        if a is UNDEFINED or b is UNDEFINED:
-            return UNDEFINED
-        sa = to_string(a)
-        sb = to_string(b)
-        if type(sa) is not str or type(sb) is not str:
-            return ERROR
-        x, y = to_bytes(sa), to_bytes(sb)
+        pair = _two_strings(st, args)
+        if type(pair) is not tuple:
+            return pair
+        x, y = pair
         if fold:
             x, y = x.lower(), y.lower()
         return (x > y) - (x < y)
@@ -209,17 +218,10 @@ def _version(name: str) -> FunctionType:
     test = _VERSION_TESTS[name]
 
     def fn(st: Any, args: Sequence[Any]) -> Value:
-        if len(args) != 2:
-            return ERROR
-        a = args[0].ev(st)
-        b = args[1].ev(st)
-        if a is UNDEFINED or b is UNDEFINED:
-            return UNDEFINED
-        sa = to_string(a)
-        sb = to_string(b)
-        if type(sa) is not str or type(sb) is not str:
-            return ERROR
-        return test(natural_cmp(to_bytes(sa), to_bytes(sb)))
+        pair = _two_strings(st, args)
+        if type(pair) is not tuple:
+            return pair
+        return test(natural_cmp(pair[0], pair[1]))
     return fn
 
 
