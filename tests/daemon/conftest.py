@@ -11,11 +11,11 @@ from typing import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from daemonkit import MOSQUITTO_URL, DaemonProcess, mosquitto_answers, write_config
+from brokerkit import embedded, require_mosquitto
+from daemonkit import DaemonProcess, write_config
 from startd import config
 from startd.daemon import Daemon
 from startd.starter.state import reap_leftovers
-from startd.transport.broker import EmbeddedBroker
 
 
 
@@ -59,13 +59,7 @@ async def daemon_process(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitabl
 async def any_broker(request: pytest.FixtureRequest) -> AsyncIterator[str]:
     """Each test that takes it runs twice: against an embedded broker and against Mosquitto on 1883."""
     if request.param == "mosquitto":
-        if not await mosquitto_answers():
-            pytest.fail(f"Mosquitto does not answer at {MOSQUITTO_URL}: this test needs it running")
-        yield MOSQUITTO_URL
+        yield await require_mosquitto()
         return
-    broker = EmbeddedBroker(port=0)
-    url = await broker.start()
-    try:
+    async with embedded() as url:
         yield url
-    finally:
-        await broker.stop()

@@ -27,16 +27,7 @@ from startd.transport.client import BrokerSession
 from startd.transport.settings import MqttSettings, Topics
 
 REPO = Path(__file__).resolve().parents[2]
-MOSQUITTO_URL = "mqtt://127.0.0.1:1883"
-
-
-async def mosquitto_answers(url: str = MOSQUITTO_URL) -> bool:
-    """True when an MQTT broker accepts a connection at ``url``."""
-    try:
-        async with BrokerSession(MqttSettings.from_url(url), timeout=2):
-            return True
-    except Exception:
-        return False
+from brokerkit import MOSQUITTO_URL, mosquitto_answers  # noqa: E402,F401  (re-exported for the tests)
 
 #: A job that runs as nobody from a directory nobody may enter (when the tests run as root, a job
 #: whose Owner is root is refused, as HTCondor refuses it).
