@@ -18,10 +18,10 @@ from __future__ import annotations
 import math
 import operator
 import time
-from typing import Any, Callable, Sequence, cast
+from typing import Any, Callable, cast
 
 from .ast import AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp
-from .values import ERROR, UNDEFINED, AbsTime, RelTime, real_to_int, wrap_int, INT64_MIN, INT64_MAX
+from .values import ERROR, UNDEFINED, AbsTime, RelTime, wrap_int, INT64_MIN, INT64_MAX
 
 Value = Any
 Closure = Callable[["EvalState"], Value]
@@ -211,9 +211,6 @@ def _eval_found(st: EvalState, found: tuple[Any, Any, Any] | None) -> Value:
         busy.discard(key)
 
 
-def lookup_in(st: EvalState, ad: Any, lname: str) -> Value:
-    """Evaluate attribute ``lname`` of record ``ad`` (walking its enclosing records)."""
-    return _eval_found(st, _find(st, ad, lname, False))
 
 
 def _select(st: EvalState, base: Value, lname: str) -> Value:
@@ -792,13 +789,3 @@ def evaluate_node(
     except RecursionError:
         # deeper than any real policy: a chain of tens of thousands of operators
         return ERROR
-
-
-def make_state(scope: Any, target: Any = None, now: float | None = None) -> EvalState:
-    """An evaluation state for MY = ``scope`` and TARGET = ``target`` (for callers that evaluate many nodes)."""
-    return EvalState(scope, scope, target, scope if target is None else None, now)
-
-
-def call_args(st: EvalState, args: Sequence[Node]) -> list[Value]:
-    """Evaluate every argument of a call, in order."""
-    return [a.ev(st) for a in args]

@@ -297,12 +297,3 @@ def references(node: Node) -> set[str]:
             elif type(n.base) is AttrRef and n.base.base is None and n.base.lname in ("my", "target"):
                 out.add(n.name)
     return out
-
-
-def target_references(node: Node) -> set[str]:
-    """Names referred to as ``TARGET.x``."""
-    out: set[str] = set()
-    for n in iter_nodes(node):
-        if type(n) is AttrRef and n.base is not None and type(n.base) is AttrRef and n.base.base is None and n.base.lname == "target":
-            out.add(n.name)
-    return out

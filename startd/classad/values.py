@@ -121,34 +121,8 @@ class RelTime:
         return f"RelTime({self.secs!r})"
 
 
-def is_number(v: Any) -> bool:
-    """True for int, float and bool values (bool takes part in arithmetic as 0/1)."""
-    t = type(v)
-    return t is int or t is float or t is bool
 
 
-def type_name(v: Any) -> str:
-    """The ClassAd name of a value's type, as error messages and ``typeOf``-like helpers use it."""
-    t = type(v)
-    if t is bool:
-        return "boolean"
-    if t is int:
-        return "integer"
-    if t is float:
-        return "real"
-    if t is str:
-        return "string"
-    if t is list:
-        return "list"
-    if v is UNDEFINED:
-        return "undefined"
-    if v is ERROR:
-        return "error"
-    if t is AbsTime:
-        return "absolute time"
-    if t is RelTime:
-        return "relative time"
-    return "classad"
 
 
 def is_classad(v: Any) -> TypeGuard[ClassAd]:
