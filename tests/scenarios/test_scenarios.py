@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import io
 import json
-from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from simkit import run
 from startd import simulate as sim
 
 HERE = Path(__file__).parent
@@ -27,13 +26,6 @@ EVENT_FIELDS = {
     "snapshot": {"t", "event", "slots"},
     "expect": {"t", "event", "ok", "slot", "expected", "actual"},
 }
-
-
-@lru_cache(maxsize=None)
-def run(path: Path) -> tuple[int, tuple[dict[str, Any], ...], str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = sim.simulate(path, as_json=True, out=out, err=err)
-    return code, tuple(json.loads(line) for line in out.getvalue().splitlines()), err.getvalue()
 
 
 def _name(p: Path) -> str:
