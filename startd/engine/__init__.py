@@ -1,5 +1,14 @@
 """The pure condor_startd engine: slots, claims, states, activities, timers and policy.
 
+It is split as HTCondor splits condor_startd.V6, each layer built on the one below:
+
+- :mod:`.states` the state/activity transition table (data); :mod:`.events` the inputs and outputs;
+- :mod:`.claim` claims (``Claim``); :mod:`.policy` the configuration the engine reads;
+- :mod:`.resource` one slot and its ad (``Resource``); :mod:`.resstate` its state machine (``ResState``);
+- :mod:`.hookmgr` fetch work and job hooks (``StartdHookMgr``), with :mod:`.cronhooks` the cron and hook
+  glue it calls;
+- :mod:`.resmgr` the machine (``ResMgr``); :mod:`.command` the commands and :class:`Engine`.
+
 >>> from startd import config
 >>> from startd.engine import Engine
 >>> from startd.engine.events import HostSample
@@ -10,7 +19,8 @@
 ('Unclaimed', 'Idle')
 """
 
-from .engine import Engine, Slot
+from .command import Engine
+from .resource import Slot
 from .states import ACTIVITIES, TRANSITIONS, Activity, State, TransitionRule, transition_number
 
 __all__ = ["Engine", "Slot", "State", "Activity", "TRANSITIONS", "TransitionRule", "ACTIVITIES",

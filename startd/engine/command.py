@@ -1,0 +1,457 @@
+"""The commands and events that drive the engine (HTCondor's ``command.cpp``), and :class:`Engine`, the
+engine as the shells use it.
+
+Each input (:mod:`startd.engine.events`) has one handler here: the schedd's and negotiator's claim
+protocol (match, request_claim, activate, suspend, continue, deactivate, release, keepalive), the
+administrator's commands (vacate, drain, cancel-drain, reconfig, off), and what the starter, the
+benchmarks, the backfill client, startd cron and the hooks report. Every command gets exactly one
+:class:`~startd.engine.events.Reply`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..classad import ClassAd
+from ..classad.ast import Node
+from ..classad.evaluate import evaluate_node
+from ..classad.parser import ClassAdSyntaxError, parse_node
+from ..config.errors import ConfigError
+from .claim import Claim
+from .convert import eval_to_bool as _eval_to_bool
+from .events import (ActivateClaim, BackfillExited, BenchmarksDone, CancelDrain, ContinueClaim, CronLoad, CronOutput,
+                     DeactivateClaim, Drain, HookResult, HostSample, Input, JobCommand, JobExited, JobStarted, JobUsage,
+                     Keepalive, Match, Output, Reconfig, ReleaseClaim, RequestClaim, Shutdown, SuspendClaim, Tick,
+                     Vacate)
+from .hookmgr import StartdHookMgr
+from .policy import POLICY_ATTRS
+from .resmgr import ResMgr
+from .resource import Slot
+from .states import Activity, State
+
+
+class Engine(ResMgr):
+    """The pure condor_startd engine. See :mod:`startd.engine.events` for inputs and outputs."""
+
+    def handle(self, inp: Input) -> list[Output]:
+        """Process one input; returns the outputs it caused, in order."""
+        self._out = []
+        now = float(inp.now)
+        if now > self.now:
+            self._fire_timers(now)
+        self.now = max(self.now, now)
+        handler = self._HANDLERS.get(type(inp))
+        if handler is not None:
+            handler(self, inp)
+        self._check_polling(self.now)
+        return self._finish()
+
+    def _find_claim(self, claim_id: str) -> tuple[Slot, Claim, bool] | None:
+        """(slot, claim, is_current) for a claim id, current claims first."""
+        if not claim_id:
+            return None
+        for s in self.slots.values():
+            if s.claim is not None and s.claim.id == claim_id:
+                return s, s.claim, True
+        for s in self.slots.values():
+            for c in (s.pre, s.pending):
+                if c is not None and c.id == claim_id:
+                    return s, c, False
+        return None
+
+    def _on_tick(self, inp: Tick) -> None:
+        pass
+
+    def _on_host(self, inp: HostSample) -> None:
+        # The startd notices a new sample at its next evaluation, as HTCondor samples at its timers.
+        now = float(inp.now)
+        if inp.load_avg is not None:
+            self._owner_load_total = float(inp.load_avg)
+        if inp.keyboard_idle is not None:
+            self._kbd_sample = (float(inp.keyboard_idle), now)
+        if inp.console_idle is not None:
+            self._con_sample = (float(inp.console_idle), now)
+        elif inp.keyboard_idle is not None:
+            self._con_sample = (max(self._console_idle(now), 0.0), now)
+        if inp.keyboard_active is not None:
+            if self._kbd_active and not inp.keyboard_active:
+                if inp.keyboard_idle is None:
+                    self._kbd_sample = (0.0, now)
+                if inp.console_idle is None:
+                    self._con_sample = (0.0, now)
+            self._kbd_active = bool(inp.keyboard_active)
+        if inp.extra:
+            self._extra.update(inp.extra)
+            for s in self.slots.values():
+                for k, v in inp.extra.items():
+                    s.ad[k] = v
+                self._changed.add(s.name)
+        if inp.disk is not None and not self._disk_known:
+            self._adopt_disk(inp)
+
+    def _on_match(self, inp: Match) -> None:
+        slot = self.slots.get(inp.slot)
+        if slot is None:
+            return self._reply(inp, "match", False, f"unknown slot {inp.slot!r}", slot=inp.slot)
+        if self._shutdown is not None:
+            return self._reply(inp, "match", False, "the startd is shutting down", slot=slot.name)
+        if slot.state in (State.UNCLAIMED, State.OWNER):
+            self._change(slot, State.MATCHED, Activity.IDLE, "matched by the negotiator")
+            return self._reply(inp, "match", True, slot=slot.name)
+        if slot.state == State.BACKFILL:
+            self._backfill_destination(slot, State.MATCHED, "matched by the negotiator")
+            return self._reply(inp, "match", True, slot=slot.name)
+        return self._reply(inp, "match", False, f"{slot.name} is {slot.state.value}/{slot.activity.value}, "
+                           "not available for a match", slot=slot.name)
+
+    def _lease_for(self, inp: RequestClaim, job: ClassAd) -> float:
+        if inp.lease is not None and inp.lease > 0:
+            return float(inp.lease)
+        v = job.evaluate("JobLeaseDuration")
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+            return float(v)
+        return self.knobs.max_claim_alives_missed * self.knobs.alive_interval
+
+    def _on_request_claim(self, inp: RequestClaim) -> None:
+        cmd = "request_claim"
+        slot = self.slots.get(inp.slot)
+        if slot is None:
+            return self._reply(inp, cmd, False, f"unknown slot {inp.slot!r}", inp.claim_id, inp.slot)
+        if not inp.claim_id:
+            return self._reply(inp, cmd, False, "no claim id given", "", slot.name)
+        if self._find_claim(inp.claim_id) is not None:
+            return self._reply(inp, cmd, False, f"claim id {inp.claim_id!r} is already in use", inp.claim_id,
+                               slot.name)
+        if self._shutdown is not None:
+            return self._reply(inp, cmd, False, "the startd is shutting down", inp.claim_id, slot.name)
+        job = inp.job if inp.job is not None else ClassAd()
+        claim = Claim(id=inp.claim_id, job=job, client=inp.client, lease_duration=self._lease_for(inp, job))
+        if slot.state == State.DRAINED or (self._draining and slot.state != State.CLAIMED):
+            ok = self._drain_start is not None and \
+                _eval_to_bool(evaluate_node(self._drain_start, slot.ad, job, self.now)) is True
+            if not ok:
+                return self._reply(inp, cmd, False, f"{slot.name} is draining and does not accept new claims",
+                                   inp.claim_id, slot.name)
+            claim.accepted_while_draining = True
+        elif slot.state not in (State.CLAIMED,):
+            ok, why = self._start_for(slot, job)
+            if not ok:
+                return self._reply(inp, cmd, False, why, inp.claim_id, slot.name)
+        if slot.spec.partitionable:
+            return self._claim_pslot(inp, slot, claim)
+        claim.rank = self._rank_for(slot, job)
+        if slot.state in (State.OWNER, State.UNCLAIMED, State.MATCHED, State.DRAINED):
+            slot.claim = claim
+            self._change(slot, State.CLAIMED, Activity.IDLE, "claimed by " + (inp.client or "a schedd"))
+            return self._reply(inp, cmd, True, "", claim.id, slot.name, rank=claim.rank)
+        if slot.state == State.BACKFILL:
+            self._backfill_destination(slot, State.CLAIMED, "claimed by " + (inp.client or "a schedd"), claim)
+            return self._reply(inp, cmd, True, "", claim.id, slot.name, rank=claim.rank)
+        if slot.state == State.CLAIMED and slot.claim is not None:
+            ok, why = self._start_for(slot, job)
+            if not ok:
+                return self._reply(inp, cmd, False, why, inp.claim_id, slot.name)
+            cur = slot.claim.rank
+            if slot.pre is not None:
+                return self._reply(inp, cmd, False, f"{slot.name} is already being preempted by a better claim",
+                                   inp.claim_id, slot.name)
+            if claim.rank <= cur:
+                return self._reply(inp, cmd, False, f"not better by RANK: the job ranks {claim.rank:g}, the current "
+                                   f"claim {cur:g}", inp.claim_id, slot.name)
+            slot.pre = claim
+            self._publish_claim(slot)
+            self._changed.add(slot.name)
+            self._reply(inp, cmd, True, "", claim.id, slot.name, rank=claim.rank, preempting=True)
+            self._eval_slot(slot)
+            return None
+        return self._reply(inp, cmd, False, f"{slot.name} is {slot.state.value}/{slot.activity.value} and cannot be "
+                           "claimed", inp.claim_id, slot.name)
+
+    def _on_activate(self, inp: ActivateClaim) -> None:
+        cmd = "activate_claim"
+        found = self._find_claim(inp.claim_id)
+        if found is None or not found[2]:
+            return self._reply(inp, cmd, False, f"unknown claim id {inp.claim_id!r}", inp.claim_id)
+        slot, c, _ = found
+        if slot.state != State.CLAIMED or slot.activity != Activity.IDLE:
+            return self._reply(inp, cmd, False, f"{slot.name} is {slot.state.value}/{slot.activity.value}, not "
+                               "Claimed/Idle", c.id, slot.name)
+        if self._worklife_expired(slot):
+            return self._reply(inp, cmd, False, "CLAIM_WORKLIFE expired: the claim accepts no more jobs", c.id,
+                               slot.name)
+        if inp.job is not None:
+            c.job = inp.job
+        self._start_job(slot, c, "claim activated")
+        self._reply(inp, cmd, True, "", c.id, slot.name)
+        return None
+
+    def _on_suspend(self, inp: SuspendClaim) -> None:
+        found = self._find_claim(inp.claim_id)
+        if found is None or not found[2]:
+            return self._reply(inp, "suspend_claim", False, f"unknown claim id {inp.claim_id!r}", inp.claim_id)
+        slot, c, _ = found
+        if slot.state != State.CLAIMED or slot.activity not in (Activity.BUSY, Activity.RETIRING):
+            return self._reply(inp, "suspend_claim", False, f"{slot.name} is {slot.state.value}/"
+                               f"{slot.activity.value}; only a running job can be suspended", c.id, slot.name)
+        self._change(slot, State.CLAIMED, Activity.SUSPENDED, "suspended by command")
+        slot.user_suspended = True
+        self._reply(inp, "suspend_claim", True, "", c.id, slot.name)
+        return None
+
+    def _on_continue(self, inp: ContinueClaim) -> None:
+        found = self._find_claim(inp.claim_id)
+        if found is None or not found[2]:
+            return self._reply(inp, "continue_claim", False, f"unknown claim id {inp.claim_id!r}", inp.claim_id)
+        slot, c, _ = found
+        if slot.activity != Activity.SUSPENDED or not slot.user_suspended:
+            return self._reply(inp, "continue_claim", False, f"{slot.name} was not suspended by command", c.id,
+                               slot.name)
+        slot.user_suspended = False
+        self._change(slot, State.CLAIMED, Activity.BUSY, "continued by command")
+        self._reply(inp, "continue_claim", True, "", c.id, slot.name)
+        return None
+
+    def _on_deactivate(self, inp: DeactivateClaim) -> None:
+        found = self._find_claim(inp.claim_id)
+        if found is None or not found[2]:
+            return self._reply(inp, "deactivate_claim", False, f"unknown claim id {inp.claim_id!r}", inp.claim_id)
+        slot, c, _ = found
+        if not c.active:
+            return self._reply(inp, "deactivate_claim", True, "", c.id, slot.name, note="no job was running")
+        if c.preparing is not None or c.exit_pending is not None:
+            # the job has not started (PREPARE hooks) or has already ended (JOB_EXIT): nothing to signal
+            self._reply(inp, "deactivate_claim", True, "", c.id, slot.name)
+            if c.preparing is not None:
+                c.preparing = None
+                self._job_gone(slot, c, {"exit_code": None, "reason": "deactivated before the job started"})
+            return None
+        if c.job_state == "suspended":
+            c.close_segment(self.now)
+            c.job_state = "running"
+            self._emit(JobCommand(self.now, slot.name, c.id, "continue"))
+        if inp.graceful:
+            sig = c.job.evaluate("KillSig")
+            self._emit(JobCommand(self.now, slot.name, c.id, "soft_kill",
+                                  signal=sig if isinstance(sig, str) else "SIGTERM"))
+        else:
+            self._emit(JobCommand(self.now, slot.name, c.id, "hard_kill", signal="SIGKILL"))
+        self._reply(inp, "deactivate_claim", True, "", c.id, slot.name)
+        return None
+
+    def _on_release(self, inp: ReleaseClaim) -> None:
+        found = self._find_claim(inp.claim_id)
+        if found is None:
+            return self._reply(inp, "release_claim", False, f"unknown claim id {inp.claim_id!r}", inp.claim_id)
+        slot, c, current = found
+        if not current:
+            if slot.pre is c:
+                slot.pre = None
+            if slot.pending is c:
+                slot.pending = None
+                if slot.destination == State.CLAIMED:
+                    slot.destination = State.OWNER
+            self._publish_claim(slot)
+            self._changed.add(slot.name)
+            self._reply(inp, "release_claim", True, "", c.id, slot.name)
+            self._eval_slot(slot)
+            return None
+        self._reply(inp, "release_claim", True, "", c.id, slot.name)
+        if slot.state == State.CLAIMED:
+            self._change(slot, State.PREEMPTING, Activity.VACATING, "claim released by the schedd")
+        return None
+
+    def _on_keepalive(self, inp: Keepalive) -> None:
+        found = self._find_claim(inp.claim_id)
+        if found is None or not found[2] or found[0].state not in (State.CLAIMED, State.PREEMPTING):
+            return self._reply(inp, "keepalive", False, f"unknown claim id {inp.claim_id!r}", inp.claim_id)
+        slot, c, _ = found
+        if c.lease_expires is not None:
+            c.lease_expires = self.now + c.lease_duration
+        self._reply(inp, "keepalive", True, "", c.id, slot.name, lease_expires=c.lease_expires)
+        return None
+
+    def _on_vacate(self, inp: Vacate) -> None:
+        if inp.slot and inp.slot not in self.slots:
+            return self._reply(inp, "vacate", False, f"unknown slot {inp.slot!r}", slot=inp.slot)
+        targets = [self.slots[inp.slot]] if inp.slot else self._slot_list()
+        self._reply(inp, "vacate", True, slot=inp.slot)
+        for slot in targets:
+            if slot.deleted:
+                continue
+            if inp.fast:
+                if slot.state == State.PREEMPTING and slot.activity == Activity.VACATING:
+                    self._change(slot, State.PREEMPTING, Activity.KILLING, "condor_vacate -fast")
+                else:
+                    self._kill_claim(slot, "condor_vacate -fast")
+            else:
+                self._retire(slot, "condor_vacate")
+        return None
+
+    def _on_drain(self, inp: Drain) -> None:
+        if self._draining:
+            return self._reply(inp, "drain", False, "draining already in progress")
+        if inp.how not in ("graceful", "quick", "fast"):
+            return self._reply(inp, "drain", False, f"unknown drain speed {inp.how!r}")
+        start_node: Node | None = self.knobs.default_drain_start
+        if inp.start:
+            try:
+                start_node = parse_node(inp.start)
+            except ClassAdSyntaxError as exc:
+                return self._reply(inp, "drain", False, f"the draining START expression is not valid: {exc}")
+        if inp.check:
+            try:
+                check = parse_node(inp.check)
+            except ClassAdSyntaxError as exc:
+                return self._reply(inp, "drain", False, f"the draining check expression is not valid: {exc}")
+            for s in self._slot_list():
+                v = evaluate_node(check, s.ad, None, self.now)
+                if v is not True and v is not False:
+                    return self._reply(inp, "drain", False,
+                                       f"draining check expression does not evaluate to a bool on {s.name}")
+                if v is False:
+                    return self._reply(inp, "drain", False, f"draining check expression is false on {s.name}")
+        self._draining = True
+        self._drain_how = inp.how
+        self._drain_resume = inp.resume_on_completion
+        self._drain_reason = inp.reason
+        self._drain_id += 1
+        self._drain_start = start_node
+        self._last_drain_start = self.now
+        for s in self.slots.values():
+            self._publish_draining(s)
+            self._publish_requirements(s)
+            self._changed.add(s.name)
+        self._reply(inp, "drain", True, request_id=str(self._drain_id))
+        for slot in self._slot_list():
+            if slot.deleted:
+                continue
+            if inp.how == "fast":
+                self._kill_claim(slot, "draining (fast)")
+            else:
+                self._retire(slot, f"draining ({inp.how})", reversible=True)
+            if not slot.deleted:
+                self._eval_slot(slot)
+        return None
+
+    def _on_cancel_drain(self, inp: CancelDrain) -> None:
+        was = self._draining
+        self._reply(inp, "cancel_drain", True, "" if was else "", note="" if was else "no draining in progress")
+        if was:
+            self._cancel_drain()
+
+    def _on_reconfig(self, inp: Reconfig) -> None:
+        conf = inp.config
+        if isinstance(conf, str):
+            from .. import config as _config
+            try:
+                conf = _config.load(text=conf)
+            except Exception as exc:
+                return self._reply(inp, "reconfig", False, f"configuration not usable: {exc}")
+        if conf is None or not hasattr(conf, "get"):
+            return self._reply(inp, "reconfig", False, "no configuration given")
+        try:
+            self._apply_config(conf)  # reads everything before it changes anything
+        except (ConfigError, ValueError) as exc:
+            return self._reply(inp, "reconfig", False, str(exc))
+        for s in self.slots.values():
+            for _, attr in POLICY_ATTRS:
+                if attr in s.ad and attr not in self.knobs.nodes:
+                    del s.ad[attr]
+            self._build_static_ad(s)
+            self._changed.add(s.name)
+        self._reply(inp, "reconfig", True)
+        self.eval_all(self.now)
+        return None
+
+    def _on_shutdown(self, inp: Shutdown) -> None:
+        if inp.how not in ("graceful", "peaceful", "fast"):
+            return self._reply(inp, "off", False, f"unknown shutdown mode {inp.how!r}")
+        self._shutdown = inp.how
+        self._reply(inp, "off", True)
+        for slot in self._slot_list():
+            if slot.deleted:
+                continue
+            self._publish_requirements(slot)
+            self._changed.add(slot.name)
+            if inp.how == "fast":
+                self._kill_claim(slot, "fast shutdown")
+            else:
+                self._retire(slot, f"{inp.how} shutdown")
+        return None
+
+    def _on_job_started(self, inp: JobStarted) -> None:
+        found = self._find_claim(inp.claim_id)
+        if found is not None and found[2]:
+            found[1].pid = inp.pid
+
+    def _on_job_usage(self, inp: JobUsage) -> None:
+        found = self._find_claim(inp.claim_id)
+        if found is not None and found[2]:
+            found[1].load = float(inp.load)
+            found[1].extra.update(inp.usage)
+
+    def _on_job_exited(self, inp: JobExited) -> None:
+        found = self._find_claim(inp.claim_id)
+        if found is None or not found[2] or not found[1].active:
+            return
+        slot, c, _ = found
+        if c.exit_pending is not None:
+            return
+        detail: dict[str, Any] = {"exit_code": inp.exit_code}
+        if inp.signal is not None:
+            detail["signal"] = inp.signal
+        detail.update(inp.usage)
+        c.extra.update(inp.usage)
+        if self._job_exit_hook(slot, c, detail, inp.exit_code, inp.signal):
+            return
+        self._job_gone(slot, c, detail)
+
+    def _on_benchmarks(self, inp: BenchmarksDone) -> None:
+        self._benchmarking = False
+        self._bench.update(inp.attrs)
+        self._bench["LastBenchmark"] = int(self.now)
+        for s in self._slot_list():
+            for k, v in self._bench.items():
+                s.ad[k] = v
+            self._changed.add(s.name)
+        for s in self._slot_list():
+            if s.state == State.UNCLAIMED and s.activity == Activity.BENCHMARKING:
+                self._change(s, State.UNCLAIMED, Activity.IDLE, "benchmarks completed")
+
+    def _on_backfill_exited(self, inp: BackfillExited) -> None:
+        self._backfill_gone()
+
+    def _on_cron(self, inp: CronOutput) -> None:
+        wants = self.cron.take(inp)
+        for s in list(self.slots.values()):
+            if self._merge_cron(s) and wants:
+                self._changed.add(s.name)
+
+    def _on_cron_load(self, inp: CronLoad) -> None:
+        self.cron.take_load(inp)
+
+    _HANDLERS: dict[type, Callable[["Engine", Any], None]] = {
+        Tick: _on_tick,
+        HostSample: _on_host,
+        Match: _on_match,
+        RequestClaim: _on_request_claim,
+        ActivateClaim: _on_activate,
+        SuspendClaim: _on_suspend,
+        ContinueClaim: _on_continue,
+        DeactivateClaim: _on_deactivate,
+        ReleaseClaim: _on_release,
+        Keepalive: _on_keepalive,
+        Vacate: _on_vacate,
+        Drain: _on_drain,
+        CancelDrain: _on_cancel_drain,
+        Reconfig: _on_reconfig,
+        Shutdown: _on_shutdown,
+        JobStarted: _on_job_started,
+        JobExited: _on_job_exited,
+        JobUsage: _on_job_usage,
+        BenchmarksDone: _on_benchmarks,
+        BackfillExited: _on_backfill_exited,
+        CronOutput: _on_cron,
+        CronLoad: _on_cron_load,
+        HookResult: StartdHookMgr._on_hook_result,
+    }

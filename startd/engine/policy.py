@@ -1,0 +1,130 @@
+"""The engine's reading of the configuration: the policy expressions every slot ad carries and the knobs
+that time the startd (HTCondor reads them in ``Resource::init_classad``/``ResMgr::init_config_classad``
+and at each ``reconfig``).
+
+:func:`read_policy` parses every expression once and raises :class:`ConfigError` naming the knob's
+file and line; it changes nothing, so a configuration that fails to read leaves the engine on the one
+it had.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..classad.ast import Literal, Node
+from ..classad.parser import ClassAdSyntaxError
+from ..config.errors import ConfigError
+from ..qube import policy_expr, qube_knob_attrs
+from .convert import knob_number
+
+# Configuration knobs copied into every slot ad, under the attribute names HTCondor gives them.
+POLICY_ATTRS: tuple[tuple[str, str], ...] = (
+    ("START", "Start"), ("IS_OWNER", "IsOwner"), ("RANK", "Rank"),
+    ("SUSPEND", "SUSPEND"), ("CONTINUE", "CONTINUE"), ("PREEMPT", "PREEMPT"), ("KILL", "KILL"),
+    ("WANT_SUSPEND", "WANT_SUSPEND"), ("WANT_VACATE", "WANT_VACATE"),
+    ("SUSPEND_VANILLA", "SUSPEND_VANILLA"), ("CONTINUE_VANILLA", "CONTINUE_VANILLA"),
+    ("PREEMPT_VANILLA", "PREEMPT_VANILLA"), ("KILL_VANILLA", "KILL_VANILLA"),
+    ("WANT_SUSPEND_VANILLA", "WANT_SUSPEND_VANILLA"), ("WANT_VACATE_VANILLA", "WANT_VACATE_VANILLA"),
+    ("WANT_HOLD", "WANT_HOLD"), ("WANT_HOLD_REASON", "WANT_HOLD_REASON"), ("WANT_HOLD_SUBCODE", "WANT_HOLD_SUBCODE"),
+    ("PERIODIC_CHECKPOINT", "PERIODIC_CHECKPOINT"), ("CLAIM_WORKLIFE", "CLAIM_WORKLIFE"),
+    ("MAXJOBRETIREMENTTIME", "MaxJobRetirementTime"), ("MachineMaxVacateTime", "MachineMaxVacateTime"),
+    ("RUNBENCHMARKS", "RunBenchmarks"), ("START_BACKFILL", "START_BACKFILL"),
+    ("EVICT_BACKFILL", "EVICT_BACKFILL"), ("HIBERNATE", "HIBERNATE"), ("SLOT_WEIGHT", "SlotWeight"),
+    ("CpuBusy", "CpuBusy"),
+)
+
+DEFAULT_JOB_ATTRS = ("JobUniverse", "NiceUser", "ExecutableSize", "ImageSize")
+
+
+@dataclass(slots=True)
+class PolicyKnobs:
+    """Everything the engine reads from the configuration, parsed."""
+
+    nodes: dict[str, Node] = field(default_factory=dict)  # slot ad attribute -> its policy expression
+    latch: list[tuple[str, Node | None]] = field(default_factory=list)  # STARTD_LATCH_EXPRS
+    job_attrs: tuple[str, ...] = DEFAULT_JOB_ATTRS  # STARTD_JOB_ATTRS
+    update_interval: float = 300
+    polling_interval: float = 5
+    match_timeout: float = 120
+    alive_interval: float = 300
+    max_claim_alives_missed: float = 6
+    killing_timeout: float = 30
+    slots_on_keyboard: int = 0
+    slots_on_console: int = 0
+    keyboard_boost: float = 1200
+    backfill: bool = False  # ENABLE_BACKFILL with a BACKFILL_SYSTEM
+    default_drain_start: Node | None = None  # DEFAULT_DRAINING_START_EXPR
+    qube: dict[str, str] = field(default_factory=dict)  # Qube* attributes from their knobs
+    slot_attrs_on: bool = False  # STARTD_SLOT_ATTRS / STARTD_SLOT_EXPRS
+
+
+def _expression(conf: Any, knob: str) -> Node | None:
+    """A policy knob's expression (``qube: ...`` is Qube! syntax), None when unset; ConfigError when bad."""
+    text = conf.get(knob)
+    if text is None or not text.strip():
+        return None
+    try:
+        return policy_expr(text).node
+    except (ClassAdSyntaxError, RecursionError, ValueError) as exc:
+        d = conf.lookup_definition(knob) if hasattr(conf, "lookup_definition") else None
+        raise ConfigError(f"{knob}: not a valid expression: {exc}",
+                          getattr(d, "file", None), getattr(d, "line", None)) from None
+
+
+def _lenient(conf: Any, knob: str) -> Node | None:
+    """An expression the startd tolerates being broken (it then acts as if unset)."""
+    try:
+        return _expression(conf, knob)
+    except ConfigError:
+        return None
+
+
+def read_policy(conf: Any) -> PolicyKnobs:
+    """Parse the engine's knobs from ``conf``; raises ConfigError for a policy expression that is not one."""
+    def num(name: str, default: float) -> float:
+        v = knob_number(conf, name)
+        return default if v is None else v
+
+    nodes: dict[str, Node] = {}
+    for knob, attr in POLICY_ATTRS:
+        node = _expression(conf, knob)
+        if node is not None:
+            nodes[attr] = node
+    if "Rank" not in nodes:
+        nodes["Rank"] = Literal(0.0)
+    if "Start" not in nodes:
+        nodes["Start"] = Literal(True)
+    if "IsOwner" not in nodes:
+        nodes["IsOwner"] = Literal(False)
+    # HTCondor publishes these two with their defaults when the configuration leaves them out.
+    nodes.setdefault("MaxJobRetirementTime", Literal(0))
+    nodes.setdefault("MachineMaxVacateTime", Literal(600))
+    latch: list[tuple[str, Node | None]] = []
+    policy_names = [a for _, a in POLICY_ATTRS]
+    for name in (conf.get("STARTD_LATCH_EXPRS") or "").replace(",", " ").split():
+        node = _lenient(conf, name)
+        if node is not None and name not in policy_names:
+            nodes.setdefault(name, node)
+        latch.append((name, node))
+    job_attrs = conf.get("STARTD_JOB_ATTRS")
+    enable = (conf.get("ENABLE_BACKFILL") or "false").strip().lower() in ("true", "1", "yes", "t")
+    return PolicyKnobs(
+        nodes=nodes,
+        latch=latch,
+        job_attrs=tuple((job_attrs or "").replace(",", " ").split()) if job_attrs is not None else DEFAULT_JOB_ATTRS,
+        update_interval=max(num("UPDATE_INTERVAL", 300), 1),
+        polling_interval=max(num("POLLING_INTERVAL", 5), 1),
+        match_timeout=num("MATCH_TIMEOUT", 120),
+        alive_interval=num("ALIVE_INTERVAL", 300),
+        max_claim_alives_missed=num("MAX_CLAIM_ALIVES_MISSED", 6),
+        killing_timeout=num("KILLING_TIMEOUT", 30),
+        slots_on_keyboard=int(num("SLOTS_CONNECTED_TO_KEYBOARD", 0)),
+        slots_on_console=int(num("SLOTS_CONNECTED_TO_CONSOLE", 0)),
+        keyboard_boost=num("DISCONNECTED_KEYBOARD_IDLE_BOOST", 1200),
+        backfill=enable and bool((conf.get("BACKFILL_SYSTEM") or "").strip()),
+        default_drain_start=_lenient(conf, "DEFAULT_DRAINING_START_EXPR"),
+        qube=qube_knob_attrs(conf),
+        slot_attrs_on=bool((conf.get("STARTD_SLOT_ATTRS") or "").strip()
+                           or (conf.get("STARTD_SLOT_EXPRS") or "").strip()),
+    )

@@ -1,0 +1,498 @@
+"""The machine (HTCondor's ``ResMgr``): the set of slots, the load and idle times handed out to them,
+the evaluation pass and the timers, machine-wide draining and the backfill client, and what the
+shells read (slot names, states, ads, the daemon ad).
+
+:class:`ResMgr` sits on top of the slots' state machine and the hooks
+(:class:`~startd.engine.hookmgr.StartdHookMgr`); the commands that drive it are
+:class:`~startd.engine.command.Engine`'s.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from typing import Any
+
+from ..classad import ClassAd, Expr
+from ..classad.ast import Node
+from ..classad.jsonform import value_to_json_obj
+from ..classad.values import UNDEFINED
+from ..config.errors import ConfigError
+from ..qube import duty_attrs
+from .. import slots as _slots
+from ..slots import DynamicSlotIds, MachineLayout, Resources, SlotDef
+from .claim import Claim
+from .convert import knob_number
+from .cronhooks import CronAds
+from .events import AdChanged, HostSample, Output, Reply, RequestClaim, ShutdownComplete, SlotCreated, SlotDeleted
+from .hookmgr import StartdHookMgr
+from .policy import PolicyKnobs, read_policy
+from .resource import REQ_FITS, Slot
+from .resstate import Timer
+from .states import STATE_ORDER, Activity, State
+
+
+class ResMgr(StartdHookMgr):
+    """The machine and its slots."""
+
+    def __init__(self, conf: Any, host: HostSample, *, machine: str | None = None,
+                 utc_offset: int | None = None) -> None:
+        """Build the slots of ``conf`` for the machine ``host`` describes; nothing happens until :meth:`start`.
+
+        ``utc_offset`` (seconds east of UTC) fixes the time zone of ClockMin and ClockDay; None uses the
+        local time zone of this process, as a daemon does.
+        """
+        self.utc_offset = utc_offset
+        self.now = float(host.now)
+        self._start_time = self.now
+        self.machine = machine or conf.get("STARTD_NAME") or conf.get("FULL_HOSTNAME") or "localhost"
+        self._host = host
+        self._kbd_sample = (float(host.keyboard_idle or 0.0), self.now)
+        self._con_sample = (float(host.console_idle if host.console_idle is not None else host.keyboard_idle or 0.0),
+                            self.now)
+        self._kbd_active = bool(host.keyboard_active)
+        self._owner_load_total = float(host.load_avg or 0.0)
+        self._extra: dict[str, Any] = dict(host.extra)
+        self._bench: dict[str, Any] = {"Mips": UNDEFINED, "KFlops": UNDEFINED, "LastBenchmark": 0}
+        self._benchmarking = False
+        self._backfill_running = False
+        self._backfill_users: set[str] = set()
+        self._backfill_kill_deadline: float | None = None
+        self._draining = False
+        self._drain_how = "graceful"
+        self._drain_resume = False
+        self._drain_reason = ""
+        self._drain_id = 0
+        self._drain_start: Node | None = None
+        self._last_drain_start = 0.0
+        self._last_drain_stop = 0.0
+        self._shutdown: str | None = None
+        self._shutdown_done = False
+        self._out: list[Output] = []
+        self._changed: set[str] = set()
+        self._depth = 0
+        self.slots: dict[str, Slot] = {}
+        self._order: list[str] = []
+        self._next_update: float | None = None
+        self._next_poll: float | None = None
+        self._duty: dict[str, str] = duty_attrs([])
+        self.knobs = PolicyKnobs()
+        self._qube_gone: set[str] = set()
+        self._cross_names: set[str] = set()
+        self.cron = CronAds()
+        self._init_hooks()
+        self._apply_config(conf)
+        # The slot builder raises ConfigError (naming the knob's file:line) for a layout that
+        # over-commits the machine: a startd with such a configuration does not start.
+        self.layout: MachineLayout = _slots.build_layout(conf, host)
+        # Without a measured disk and without DISK, every carve would fail on disk; the engine says so
+        # plainly instead (and adopts the first disk figure a later sample brings).
+        self._disk_known = host.disk is not None or knob_number(conf, "DISK") is not None
+        for spec in self.layout.slots:
+            self._add_slot(spec, None, spec.resources)
+
+    # ------------------------------------------------------------------ configuration
+
+    def _apply_config(self, conf: Any) -> None:
+        """Read the knobs the engine uses; raises ConfigError (and changes nothing) when one is bad."""
+        knobs = read_policy(conf)
+        self._qube_gone = set(self.knobs.qube) - set(knobs.qube)
+        self.knobs = knobs
+        self.conf = conf
+        self.cron.configure(conf)
+        self._config_hooks(conf)
+
+    # ------------------------------------------------------------------ the slot set
+
+    def _reply(self, inp: Any, command: str, ok: bool, error: str = "", claim_id: str = "", slot: str = "",
+               **data: Any) -> None:
+        self._emit(Reply(self.now, getattr(inp, "request", None), command, ok, error, claim_id, slot, dict(data)))
+
+    def _add_slot(self, spec: SlotDef, parent: Slot | None, resources: Resources) -> Slot:
+        ad = ClassAd()
+        slot = Slot(spec=spec, ad=ad, resources=resources, entered_state=self.now, entered_activity=self.now)
+        if spec.partitionable:
+            slot.ids = DynamicSlotIds()
+        self.slots[spec.name] = slot
+        if parent is None:
+            self._order.append(spec.name)
+        else:
+            # dynamic slots follow their parent in slot-id order (an id freed earlier is reused)
+            sub = spec.sub_id or 0
+            before = [c for c in parent.children if (self.slots[c].spec.sub_id or 0) < sub]
+            anchor = before[-1] if before else parent.name
+            self._order.insert(self._order.index(anchor) + 1, spec.name)
+            parent.children.insert(len(before), spec.name)
+        self._build_static_ad(slot)
+        return slot
+
+    def _delete_slot(self, slot: Slot, reason: str) -> None:
+        """A dynamic slot goes away: its resources and its id return to the partitionable slot."""
+        slot.deleted = True
+        parent = self.slots.get(slot.parent_name or "")
+        del self.slots[slot.name]
+        self._order.remove(slot.name)
+        self._changed.discard(slot.name)
+        if parent is not None:
+            parent.resources = _slots.give_back(parent.resources, slot.spec.resources)
+            if parent.ids is not None and slot.spec.sub_id is not None:
+                parent.ids.release(slot.spec.sub_id)
+            if slot.name in parent.children:
+                parent.children.remove(slot.name)
+            self._set_pslot_resources(parent)
+        self._emit(SlotDeleted(self.now, slot.name))
+
+    def _set_pslot_resources(self, p: Slot) -> None:
+        self._publish_resources(p)
+        self._changed.add(p.name)
+
+    def _refresh_duty(self) -> None:
+        """Qube!'s host.duty.*: lists over the jobs on the whole machine, on every slot ad. Called when a
+        job starts or goes away."""
+        jobs = [s.claim.job for s in self._slot_list() if s.claim is not None and s.claim.active]
+        duty = duty_attrs(jobs)
+        if duty == self._duty:
+            return
+        gone = [k for k in self._duty if k not in duty]
+        self._duty = duty
+        for s in self.slots.values():
+            for k in gone:
+                if k in s.ad:
+                    del s.ad[k]
+            for k, v in duty.items():
+                s.ad[k] = v
+            self._changed.add(s.name)
+
+    def _refresh_dynamic(self, now: float) -> None:
+        """HTCondor's compute + assign_load + assign_keyboard: the figures every slot ad carries."""
+        condor_total = 0.0
+        benchmarking = [n for n in self._order if n in self.slots and self.slots[n].activity == Activity.BENCHMARKING]
+        for slot in self.slots.values():
+            c = slot.claim
+            slot_load = c.load if (c is not None and c.job_state in ("running", "vacating", "killing")) else 0.0
+            slot_load += self.cron.extra_load(slot.name, self._order, benchmarking)
+            slot.ad["CondorLoadAvg"] = round(slot_load, 4)
+            condor_total += slot_load
+        owner_total = max(self._owner_load_total, 0.0)
+        total_load = owner_total + condor_total
+
+        def order(s: Slot) -> tuple[int, float, int, int]:
+            rank = s.claim.rank if (s.claim is not None and s.state in (State.CLAIMED, State.PREEMPTING)) else 0.0
+            return (STATE_ORDER[s.state], rank, s.spec.id, s.spec.sub_id or 0)
+
+        ordered = sorted(self.slots.values(), key=order)
+        remaining = owner_total
+        kbd = self._keyboard_idle(now)
+        con = self._console_idle(now)
+        maxidle = (now - self._start_time) + self.knobs.keyboard_boost
+        n_con, n_kbd = self.knobs.slots_on_console, self.knobs.slots_on_keyboard
+        lt = _time.localtime(now) if self.utc_offset is None else _time.gmtime(now + self.utc_offset)
+        clock_min, clock_day = lt.tm_hour * 60 + lt.tm_min, (lt.tm_wday + 1) % 7
+        for s in ordered:
+            cpus = float(s.resources.cpus)
+            if remaining < cpus:
+                s.owner_load, remaining = remaining, 0.0
+            else:
+                s.owner_load, remaining = cpus, remaining - cpus
+            if not s.spec.partitionable:
+                n_con -= 1
+                n_kbd -= 1
+                if n_con < 0:
+                    con = maxidle
+                if n_kbd < 0:
+                    kbd = con
+            s.console_idle, s.keyboard_idle = con, kbd
+            ad = s.ad
+            ad["LoadAvg"] = round(s.owner_load + ad.evaluate("CondorLoadAvg"), 4)
+            ad["TotalLoadAvg"] = round(total_load, 4)
+            ad["TotalCondorLoadAvg"] = round(condor_total, 4)
+            ad["KeyboardIdle"] = int(kbd)
+            ad["ConsoleIdle"] = int(con)
+            ad["ClockMin"] = clock_min
+            ad["ClockDay"] = clock_day
+            if s.claim is not None and s.state in (State.CLAIMED, State.PREEMPTING):
+                self._publish_claim(s)
+        self._condor_load = condor_total
+
+    def _keyboard_idle(self, now: float) -> float:
+        if self._kbd_active:
+            return 0.0
+        v, at = self._kbd_sample
+        return max(v + (now - at), 0.0)
+
+    def _console_idle(self, now: float) -> float:
+        if self._kbd_active:
+            return 0.0
+        v, at = self._con_sample
+        return max(v + (now - at), 0.0)
+
+    def _claim_pslot(self, inp: RequestClaim, p: Slot, claim: Claim) -> None:
+        cmd = "request_claim"
+        if p.state not in (State.UNCLAIMED, State.OWNER, State.MATCHED, State.DRAINED):
+            return self._reply(inp, cmd, False, f"{p.name} is {p.state.value}/{p.activity.value} and cannot be "
+                               "claimed", claim.id, p.name)
+        if not self._disk_known:
+            return self._reply(inp, cmd, False, f"{p.name} cannot be carved: no disk figure is known for this "
+                               "machine (the host sample has none and DISK is not set)", claim.id, p.name)
+        # START was checked above (or the draining START); what is left is whether the job fits. The
+        # published Requirements are False while Matched, which must not stop the claim the match was for.
+        machine = p.ad.copy()
+        machine["Requirements"] = Expr(REQ_FITS)
+        got = _slots.carve(p.spec, p.resources, claim.job, machine, self.conf, layout=self.layout)
+        if isinstance(got, str):
+            return self._reply(inp, cmd, False, got, claim.id, p.name)
+        assert p.ids is not None
+        sub_id = p.ids.next()
+        held = [self.slots[c].spec for c in p.children if c in self.slots]
+        spec = _slots.dynamic_slot(p.spec, sub_id, got, _slots.take_ids(p.spec, held, got))
+        p.resources = _slots.take(p.resources, got)
+        d = self._add_slot(spec, p, got)
+        self._set_pslot_resources(p)
+        self._emit(SlotCreated(self.now, d.name, d.state.value, d.activity.value, p.name))
+        self._latch_update(d, self.now)
+        self._refresh_dynamic(self.now)
+        d.entered_state = d.entered_activity = self.now
+        d.claim = claim
+        self._change(d, State.UNCLAIMED, Activity.IDLE, "dynamic slot created for a claim")
+        claim.rank = self._rank_for(d, claim.job)
+        self._change(d, State.CLAIMED, Activity.IDLE, "claimed by " + (inp.client or "a schedd"))
+        if p.state == State.MATCHED:
+            self._change(p, State.OWNER, Activity.IDLE, "match used by a dynamic slot")
+        self._reply(inp, cmd, True, "", claim.id, d.name, rank=claim.rank, parent=p.name)
+        return None
+
+    def _adopt_disk(self, inp: HostSample) -> None:
+        """The first disk figure of a machine that started without one: size the slots' disk by it.
+
+        Nothing can have been carved yet (carving is refused without a disk figure), so the slots are
+        the layout's own and only their shares change.
+        """
+        h = self._host
+        host = HostSample(now=inp.now, cpus=h.cpus, memory=h.memory, swap=h.swap, disk=inp.disk)
+        try:
+            layout = _slots.build_layout(self.conf, host)
+        except ConfigError:
+            return  # the layout was valid before; a disk figure alone cannot over-commit it
+        if [d.name for d in layout.slots] != [n for n in self._order if not self.slots[n].dynamic]:
+            return
+        self.layout = layout
+        self._host = host
+        self._disk_known = True
+        for spec in layout.slots:
+            s = self.slots[spec.name]
+            if s.children:
+                continue
+            s.spec, s.resources = spec, spec.resources
+            self._publish_resources(s)
+            self._changed.add(s.name)
+
+    # ------------------------------------------------------------------ passes and timers
+
+    def _needs_polling(self) -> bool:
+        for s in self.slots.values():
+            if s.state in (State.CLAIMED, State.PREEMPTING, State.BACKFILL):
+                return True
+        return getattr(self, "_condor_load", 0.0) > 0
+
+    def eval_all(self, now: float) -> None:
+        """One policy pass over every slot (ResMgr::eval_all)."""
+        self.now = now
+        self._refresh_dynamic(now)
+        for slot in self._slot_list():
+            self._merge_cron(slot)
+        for slot in self._slot_list():
+            if slot.deleted:
+                continue
+            self._latch_update(slot, now)
+            self._eval_slot(slot)
+        for slot in self._slot_list():
+            self._try_fetch(slot)
+        self._check_polling(now)
+
+    def _check_polling(self, now: float) -> None:
+        if self._needs_polling():
+            if self._next_poll is None:
+                self._next_poll = now + self.knobs.polling_interval
+        else:
+            self._next_poll = None
+
+    def next_wakeup(self) -> float | None:
+        """The exact time of the next timer, or None when nothing is scheduled."""
+        times = [t for t, _ in self._deadlines()]
+        if self._next_update is not None:
+            times.append(self._next_update)
+        if self._next_poll is not None:
+            times.append(self._next_poll)
+        return min(times) if times else None
+
+    def _fire_timers(self, now: float) -> None:
+        for _ in range(10000):
+            due = [(t, f) for t, f in self._deadlines() if t <= now + 1e-9]
+            periodic = (self._next_update is not None and self._next_update <= now + 1e-9) or \
+                       (self._next_poll is not None and self._next_poll <= now + 1e-9)
+            if not due and not periodic:
+                return
+            if due:
+                t, fn = min(due, key=lambda x: x[0])
+                if not periodic or t <= min(x for x in (self._next_update, self._next_poll) if x is not None):
+                    self.now = now
+                    fn()
+                    continue
+            self.now = now
+            publish = self._next_update is not None and self._next_update <= now + 1e-9
+            if publish:
+                assert self._next_update is not None
+                while self._next_update <= now + 1e-9:
+                    self._next_update += self.knobs.update_interval
+            if self._next_poll is not None and self._next_poll <= now + 1e-9:
+                while self._next_poll <= now + 1e-9:
+                    self._next_poll += self.knobs.polling_interval
+            self.eval_all(now)
+            if publish:
+                self._publish_hibernate(now)
+                self._changed.update(self.slots)
+
+    def _publish_hibernate(self, now: float) -> None:
+        for slot in self.slots.values():
+            if "HIBERNATE" in slot.ad:
+                v = self._eval(slot, "HIBERNATE", self._job(slot))
+                slot.ad["HibernationState"] = v if isinstance(v, str) else "NONE"
+
+    def _deadlines(self) -> list[Timer]:
+        """Every timer that is set: each slot's own, the backfill client's kill, the hooks'."""
+        out: list[Timer] = []
+        for slot in self.slots.values():
+            out.extend(self._slot_timers(slot))
+        if self._backfill_kill_deadline is not None:
+            out.append((self._backfill_kill_deadline, self._backfill_gone))
+        out.extend(self._hook_deadlines())
+        return out
+
+    # ------------------------------------------------------------------ draining and backfill, machine-wide
+
+    def _cancel_drain(self) -> None:
+        self._draining = False
+        self._drain_reason = ""
+        self._drain_start = None
+        self._last_drain_stop = self.now
+        for s in self._slot_list():
+            self._publish_draining(s)
+            self._publish_requirements(s)
+            self._changed.add(s.name)
+        for s in self._slot_list():
+            if not s.deleted:
+                self._eval_slot(s)
+
+    def _backfill_gone(self) -> None:
+        self._backfill_running = False
+        self._backfill_kill_deadline = None
+        users, self._backfill_users = self._backfill_users, set()
+        for slot in self._slot_list():
+            if slot.state != State.BACKFILL:
+                continue
+            if slot.activity == Activity.KILLING:
+                self._change(slot, State.BACKFILL, Activity.IDLE, "backfill client gone")
+                self._after_backfill(slot)
+            elif slot.activity == Activity.BUSY and slot.name in users:
+                self._change(slot, State.BACKFILL, Activity.IDLE, "backfill client exited")
+                # the manual: Backfill/Idle immediately tries to respawn the client (transition 26)
+                if self._shutdown is None:
+                    self._refresh_dynamic(self.now)
+                    self._eval_slot(slot)
+
+    # ------------------------------------------------------------------ what the shells read
+
+    def start(self) -> list[Output]:
+        """Announce every slot (SlotCreated) and run the first evaluation."""
+        self._out = []
+        for name in self._order:
+            s = self.slots[name]
+            self._emit(SlotCreated(self.now, name, s.state.value, s.activity.value, s.parent_name))
+        self._next_update = self.now + self.knobs.update_interval
+        self.eval_all(self.now)
+        self._publish_hibernate(self.now)
+        self._changed.update(self.slots)
+        return self._finish()
+
+    def _finish(self) -> list[Output]:
+        if self._shutdown is not None and not self._shutdown_done:
+            if not any(s.state in (State.CLAIMED, State.PREEMPTING) or
+                       (s.state == State.BACKFILL and s.activity != Activity.IDLE) for s in self.slots.values()):
+                self._shutdown_done = True
+                self._emit(ShutdownComplete(self.now))
+        self._publish_derived()
+        for name in self._order:
+            if name in self._changed and name in self.slots:
+                self._emit(AdChanged(self.now, name))
+        self._changed.clear()
+        out, self._out = self._out, []
+        return out
+
+    def _publish_derived(self) -> None:
+        """Attributes copied from other slots' ads: a partitionable slot's Child* rollups of its dynamic
+        slots, and STARTD_SLOT_ATTRS (``slot1_State``...) on every slot."""
+        if not self._changed:
+            return
+        parents = {s.parent_name for n in self._changed if (s := self.slots.get(n)) is not None and s.dynamic}
+        for name in parents:
+            p = self.slots.get(name or "")
+            if p is not None:
+                self._set_pslot_resources(p)
+        if not self.knobs.slot_attrs_on and not self._cross_names:
+            return
+        ads = {n: self.slots[n].ad for n in self._order}
+        cross = _slots.cross_slot_attrs(self.conf, ads) if self.knobs.slot_attrs_on else {n: {} for n in ads}
+        names: set[str] = set()
+        for n, attrs in cross.items():
+            ad = ads[n]
+            for k in self._cross_names - set(attrs):
+                if k in ad:
+                    del ad[k]
+                    self._changed.add(n)
+            for k, v in attrs.items():
+                names.add(k)
+                old = ad.lookup(k)
+                if old is None or old != v:
+                    ad[k] = v
+                    self._changed.add(n)
+        self._cross_names = names
+
+    def slot_names(self) -> list[str]:
+        """Slot names in HTCondor's order: slot1, slot1_1, slot1_2, ..., slot2, ..."""
+        return list(self._order)
+
+    def state_of(self, slot: str) -> tuple[str, str]:
+        """(State, Activity) of ``slot``; raises KeyError for an unknown slot."""
+        s = self.slots[slot]
+        return s.state.value, s.activity.value
+
+    def slot_ad(self, slot: str) -> ClassAd:
+        """A copy of the published ad of ``slot``."""
+        return self._current_ad(self.slots[slot])
+
+    def snapshot(self, slot: str) -> dict[str, Any]:
+        """Every attribute of the slot ad evaluated in the slot's own scope, as JSON data."""
+        ad = self.slot_ad(slot)
+        return {ad.name_of(k): value_to_json_obj(ad.evaluate(k, now=self.now)) for k in ad}
+
+    def daemon_ad(self) -> ClassAd:
+        """The startd's own ad (HTCondor's StartDaemon ad)."""
+        ad = ClassAd()
+        ad["MyType"] = "StartD"
+        ad["Name"] = self.machine
+        ad["Machine"] = self.machine
+        ad["NumSlots"] = len(self.slots)
+        ad["DaemonStartTime"] = int(self._start_time)
+        ad["TotalCpus"] = self.layout.totals.cpus
+        ad["TotalMemory"] = int(self.layout.totals.memory)
+        ad["Draining"] = self._draining
+        if self._draining:
+            ad["DrainReason"] = self._drain_reason
+            ad["DrainingRequestId"] = str(self._drain_id)
+        ad["ShuttingDown"] = self._shutdown is not None
+        states = set()
+        for s in self.slots.values():
+            v = s.ad.evaluate("HibernationState") if "HibernationState" in s.ad else "NONE"
+            states.add(v if isinstance(v, str) else "NONE")
+        ad["HibernationState"] = states.pop() if len(states) == 1 else "NONE"
+        ad["TotalCondorLoadAvg"] = round(getattr(self, "_condor_load", 0.0), 4)
+        return ad

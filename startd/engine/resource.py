@@ -1,0 +1,426 @@
+"""One slot (HTCondor's ``Resource``): what it is, what it holds, its ad, and how its policy reads.
+
+:class:`Slot` is a slot's data: its definition from :mod:`startd.slots`, its state and activity, its
+claims (the current one, a preempting one waiting, one pending behind backfill), its timers and its ad.
+:class:`ResourceBase` is the bottom of the engine's layers (:mod:`startd.engine.resstate` holds the state
+machine, :mod:`startd.engine.resmgr` the machine, :mod:`startd.engine.command` the commands): it builds
+and refreshes the slot ads (``Resource::publish_*``) and evaluates one slot's policy expressions the
+way the startd reads them (``EvalBool`` on the slot ad with the claim's job as TARGET, the retirement
+and vacate times of ``Claim``/``Resource``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..classad import ClassAd, Expr
+from ..classad.ast import Literal, Node
+from ..classad.evaluate import evaluate_node
+from ..classad.parser import parse_node
+from ..classad.values import UNDEFINED
+from .. import slots as _slots
+from ..slots import DynamicSlotIds, MachineLayout, Resources, SlotDef
+from .claim import VANILLA_UNIVERSE, Claim
+from .convert import as_int as _as_int, describe, eval_to_bool as _eval_to_bool
+from .cronhooks import CronAds
+from .events import Output
+from .policy import PolicyKnobs
+from .states import Activity, State
+
+# Attributes a claim publishes; removed when the slot no longer has one.
+_CLAIM_ATTRS = ("RemoteOwner", "RemoteUser", "ClientMachine", "JobId", "JobStart", "TotalJobRunTime",
+                "TotalJobSuspendTime", "TotalClaimRunTime", "TotalClaimSuspendTime", "PreemptingRank",
+                "PreemptingOwner", "PreemptingUser", "GlobalJobId", "JobUniverse", "NumPids", "PublicClaimId")
+
+# HTCondor's Requirements: plain START for a static slot; a partitionable or dynamic slot also checks
+# that the job fits what the slot holds.
+_REQ_STATIC = parse_node("START")
+_REQ_SIZED = parse_node("START && (WithinResourceLimits)")
+REQ_FITS = parse_node("WithinResourceLimits")
+
+# The configuration of the machine's identity, published on every slot ad (name, knob, default).
+_IDENTITY_ATTRS = (("OpSys", "OPSYS", "LINUX"), ("Arch", "ARCH", "X86_64"))
+
+
+@dataclass(slots=True)
+class Slot:
+    """One slot (HTCondor's ``Resource``) with its state and ad."""
+
+    spec: SlotDef
+    ad: ClassAd
+    resources: Resources  # what the slot holds now; for a partitionable slot, what it has left to carve
+    state: State = State.OWNER
+    activity: Activity = Activity.IDLE
+    entered_state: float = 0.0
+    entered_activity: float = 0.0
+    claim: Claim | None = None
+    pre: Claim | None = None  # a better claim waiting for this one to be preempted
+    match_deadline: float | None = None
+    vacate_deadline: float | None = None
+    killing_deadline: float | None = None
+    destination: State | None = None  # where a Backfill slot goes once its client is gone
+    pending: Claim | None = None  # a claim accepted while backfill is being killed
+    act_was_benchmark: bool = False
+    user_suspended: bool = False
+    owner_load: float = 0.0
+    keyboard_idle: float = 0.0
+    console_idle: float = 0.0
+    latches: dict[str, tuple[Any, float]] = field(default_factory=dict)
+    ids: DynamicSlotIds | None = None  # a partitionable slot's dispenser of dynamic slot ids
+    children: list[str] = field(default_factory=list)  # its dynamic slots, in slot-id order
+    config_attrs: set[str] = field(default_factory=set)  # STARTD_ATTRS names published last time
+    deleted: bool = False
+    cron_attrs: set[str] = field(default_factory=set)  # attributes (lower case) merged from cron ads
+    fetching: bool = False  # the FETCH_WORK hook is running for this slot
+    fetch_done: float | None = None  # when the last fetch ended (None: never fetched)
+    fetch_at: float | None = None  # when to try fetching next
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def dynamic(self) -> bool:
+        """True for a slot carved from a partitionable one."""
+        return self.spec.sub_id is not None
+
+    @property
+    def parent_name(self) -> str | None:
+        """The partitionable slot a dynamic slot was carved from."""
+        return self.spec.parent.name if self.spec.parent is not None else None
+
+
+class ResourceBase:
+    """The slots' ads and the reading of their policy; the machine-wide state they read is the
+    :class:`~startd.engine.resmgr.ResMgr`'s, declared here."""
+
+    now: float
+    conf: Any
+    knobs: PolicyKnobs
+    machine: str
+    layout: MachineLayout
+    slots: dict[str, Slot]
+    cron: CronAds
+    _order: list[str]
+    _out: list[Output]
+    _changed: set[str]
+    _bench: dict[str, Any]
+    _extra: dict[str, Any]
+    _duty: dict[str, str]
+    _qube_gone: set[str]
+    _shutdown: str | None
+    _draining: bool
+    _drain_resume: bool
+    _drain_how: str
+    _drain_reason: str
+    _drain_id: int
+    _drain_start: Node | None
+    _last_drain_start: float
+    _last_drain_stop: float
+
+    # ------------------------------------------------------------------ the slot ad
+
+    def _build_static_ad(self, slot: Slot) -> None:
+        """Everything in the ad that the configuration and the layout decide."""
+        ad = slot.ad
+        self._publish_resources(slot)
+        for attr, knob, default in _IDENTITY_ATTRS:
+            ad[attr] = self.conf.get(knob) or default
+        ad["UidDomain"] = self.conf.get("UID_DOMAIN") or self.machine
+        ad["FileSystemDomain"] = self.conf.get("FILESYSTEM_DOMAIN") or self.machine
+        # STARTD_ATTRS / SLOT<N>_<attr>: an attribute no longer configured leaves the ad
+        conf_attrs = _slots.config_attrs(self.conf, slot.spec)
+        for name in slot.config_attrs:
+            if conf_attrs.get(name) is None and name in ad:
+                del ad[name]
+        slot.config_attrs = set()
+        for name, expr in conf_attrs.items():
+            if expr is None:
+                if name in ad:
+                    del ad[name]
+            else:
+                ad[name] = expr
+                slot.config_attrs.add(name)
+        for attr, node in self.knobs.nodes.items():
+            ad[attr] = Expr(node)
+        for k, v in self._bench.items():
+            ad[k] = v
+        for k, v in self._extra.items():
+            ad[k] = v
+        for k in self._qube_gone:
+            if k in ad:
+                del ad[k]
+        for k, qv in self.knobs.qube.items():
+            ad[k] = qv
+        for k, dv in self._duty.items():
+            ad[k] = dv
+        self._publish_state(slot)
+        self._publish_requirements(slot)
+        self._publish_draining(slot)
+        self._publish_claim(slot)
+        self._merge_cron(slot)
+
+    def _publish_resources(self, slot: Slot) -> None:
+        """The slot's resource and identity attributes (for a partitionable slot: what it has left, and
+        the Child* rollups of its dynamic slots)."""
+        children = [self.slots[c].ad for c in slot.children if c in self.slots]
+        attrs = _slots.resource_attrs(slot.spec, self.layout, slot.resources, machine_name=self.machine,
+                                      children=children, conf=self.conf)
+        ad = slot.ad
+        for k, v in attrs.items():
+            ad[k] = v
+
+    def _publish_state(self, slot: Slot) -> None:
+        ad = slot.ad
+        ad["State"] = slot.state.value
+        ad["Activity"] = slot.activity.value
+        ad["EnteredCurrentState"] = int(slot.entered_state)
+        ad["EnteredCurrentActivity"] = int(slot.entered_activity)
+
+    def _publish_requirements(self, slot: Slot) -> None:
+        # Requirements = START while willing; FALSE while Matched, Preempting or drained/draining
+        # (HTCondor's Reqexp unavail()), or the draining START expression when one is given.
+        ad = slot.ad
+        if slot.state in (State.MATCHED, State.PREEMPTING):
+            ad["Requirements"] = False
+        elif slot.state == State.DRAINED or (self._draining and slot.state != State.CLAIMED):
+            ad["Requirements"] = Expr(self._drain_start) if self._drain_start is not None else False
+        elif self._shutdown is not None:
+            ad["Requirements"] = False
+        else:
+            ad["Requirements"] = Expr(_REQ_STATIC if slot.spec.kind == "Static" else _REQ_SIZED)
+
+    def _publish_draining(self, slot: Slot) -> None:
+        ad = slot.ad
+        if self._draining:
+            ad["Draining"] = True
+            ad["DrainReason"] = self._drain_reason
+            ad["DrainingRequestId"] = str(self._drain_id)
+        else:
+            for a in ("Draining", "DrainReason", "DrainingRequestId"):
+                if a in ad:
+                    del ad[a]
+        if self._last_drain_start:
+            ad["LastDrainStartTime"] = int(self._last_drain_start)
+        if self._last_drain_stop:
+            ad["LastDrainStopTime"] = int(self._last_drain_stop)
+
+    def _publish_claim(self, slot: Slot) -> None:
+        ad = slot.ad
+        c = slot.claim
+        now = self.now
+        if c is None or slot.state not in (State.CLAIMED, State.PREEMPTING):
+            for a in _CLAIM_ATTRS + self.knobs.job_attrs:
+                if a in ad:
+                    del ad[a]
+            ad["CurrentRank"] = 0.0
+            ad["RetirementTimeRemaining"] = 0
+        else:
+            owner = c.owner
+            if owner is not None:
+                ad["RemoteOwner"] = owner
+                ad["RemoteUser"] = owner
+            ad["ClientMachine"] = c.client or UNDEFINED
+            ad["CurrentRank"] = float(c.rank)
+            ad["PublicClaimId"] = c.id.split("#")[0]
+            if c.active:
+                ids = c.job_ids
+                if ids is None or ids[0] is not c.job:
+                    # read once per job ad, not at every refresh
+                    cl, pr = c.job.evaluate("ClusterId"), c.job.evaluate("ProcId")
+                    gid = c.job.evaluate("GlobalJobId")
+                    ids = c.job_ids = (c.job, f"{cl}.{pr}" if isinstance(cl, int) and isinstance(pr, int) else None,
+                                       gid if isinstance(gid, str) else None)
+                if ids[1] is not None:
+                    ad["JobId"] = ids[1]
+                if ids[2] is not None:
+                    ad["GlobalJobId"] = ids[2]
+                ad["JobStart"] = int(c.job_start or now)
+                for a in self.knobs.job_attrs:
+                    node = c.job.get_node(a)
+                    if node is not None:
+                        ad[a] = Expr(node)
+            else:
+                for a in ("JobId", "JobStart", "GlobalJobId") + self.knobs.job_attrs:
+                    if a in ad:
+                        del ad[a]
+            jr, js, cr, cs = c.totals(now)
+            ad["TotalJobRunTime"] = int(jr)
+            ad["TotalJobSuspendTime"] = int(js)
+            ad["TotalClaimRunTime"] = int(cr)
+            ad["TotalClaimSuspendTime"] = int(cs)
+            rem = self._retirement_remaining(slot)
+            # a peaceful shutdown makes retirement endless; HTCondor publishes INT_MAX then
+            ad["RetirementTimeRemaining"] = int(rem) if math.isfinite(rem) else 2**31 - 1
+        if slot.pre is not None:
+            ad["PreemptingRank"] = float(slot.pre.rank)
+            if slot.pre.owner is not None:
+                ad["PreemptingOwner"] = slot.pre.owner
+                ad["PreemptingUser"] = slot.pre.owner
+        else:
+            for a in ("PreemptingRank", "PreemptingOwner", "PreemptingUser"):
+                if a in ad:
+                    del ad[a]
+
+    def _latch_update(self, slot: Slot, now: float) -> None:
+        for name, node in self.knobs.latch:
+            if node is not None:
+                v = evaluate_node(node, slot.ad, None, now)
+            else:
+                v = slot.ad.evaluate(name, now=now)
+            iv: Any
+            if v is True or v is False:
+                iv = int(v)
+            elif isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                iv = int(v)
+            else:
+                iv = None
+            prev = slot.latches.get(name)
+            if prev is None or prev[0] != iv:
+                slot.latches[name] = (iv, now)
+            value, when = slot.latches[name]
+            literal_or_attr = node is None or isinstance(node, Literal)
+            if value is None:
+                for a in (f"{name}Time", f"{name}Value"):
+                    if a in slot.ad:
+                        del slot.ad[a]
+                continue
+            slot.ad[f"{name}Time"] = int(when)
+            if not literal_or_attr:
+                slot.ad[f"{name}Value"] = value
+
+    def _current_ad(self, slot: Slot) -> ClassAd:
+        """A copy of the slot's ad as published now (a claim's clocks brought up to date)."""
+        if slot.claim is not None and slot.state in (State.CLAIMED, State.PREEMPTING):
+            self._publish_claim(slot)
+        return slot.ad.copy()
+
+    def _merge_cron(self, slot: Slot) -> bool:
+        """Merge startd cron's named ads into ``slot``'s ad; True when the ad changed."""
+        if slot.deleted:
+            return False
+        slot.cron_attrs, changed = self.cron.merge_into(slot.ad, slot.spec.id, slot.name, slot.cron_attrs,
+                                                        self.now)
+        return changed
+
+    # ------------------------------------------------------------------ reading the policy
+
+    def _slot_list(self) -> list[Slot]:
+        return [self.slots[n] for n in list(self._order) if n in self.slots]
+
+    def _emit(self, o: Output) -> None:
+        self._out.append(o)
+
+    def _job(self, slot: Slot) -> ClassAd | None:
+        return slot.claim.job if slot.claim is not None else None
+
+    def _eval(self, slot: Slot, attr: str, job: ClassAd | None) -> Any:
+        node = slot.ad.get_node(attr)
+        if node is None:
+            return UNDEFINED
+        return evaluate_node(node, slot.ad, job, self.now)
+
+    def _policy_bool(self, slot: Slot, knob: str, vanilla: bool = True) -> tuple[bool | None, str]:
+        """Evaluate a policy knob (its _VANILLA variant first for vanilla jobs) as HTCondor's
+        EvalBool does; returns (True/False, or None when undefined or error; the knob's name)."""
+        job = self._job(slot)
+        if vanilla and slot.claim is not None and slot.claim.universe == VANILLA_UNIVERSE:
+            vname = f"{knob}_VANILLA"
+            if vname in slot.ad:
+                b = _eval_to_bool(self._eval(slot, vname, job))
+                if b is not None:
+                    return b, vname
+        raw = self._eval(slot, knob, job)
+        return _eval_to_bool(raw), knob
+
+    def _is_owner(self, slot: Slot) -> tuple[bool, str]:
+        raw = self._eval(slot, "IsOwner", None)
+        b = _eval_to_bool(raw)
+        if b is None:
+            # HTCondor cannot run with an IS_OWNER it cannot evaluate; keep the slot to its owner.
+            return True, f"IS_OWNER evaluated to {describe(raw)} (treated as true)"
+        return b, f"IS_OWNER is {'true' if b else 'false'}"
+
+    def _start_for(self, slot: Slot, job: ClassAd) -> tuple[bool, str]:
+        """START against a job: only exactly true (or a non-zero number) accepts."""
+        raw = self._eval(slot, "Start", job)
+        b = _eval_to_bool(raw)
+        if b is True:
+            return True, "START is true"
+        return False, f"START is not true for this job (it evaluated to {describe(raw)})"
+
+    def _rank_for(self, slot: Slot, job: ClassAd) -> float:
+        v = self._eval(slot, "Rank", job)
+        if isinstance(v, bool):
+            return float(v)
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            return float(v)
+        return 0.0
+
+    def _retirement_remaining(self, slot: Slot) -> float:
+        c = slot.claim
+        if c is None or not c.active:
+            return 0.0
+        mjrt = _as_int(self._eval(slot, "MaxJobRetirementTime", c.job))
+        mjrt_f: float = float(mjrt) if mjrt is not None else 0.0
+        if c.retire_peacefully:
+            mjrt_f = math.inf
+        jnode = c.job.get_node("MaxJobRetirementTime")
+        if jnode is not None:
+            jv = _as_int(evaluate_node(jnode, c.job, slot.ad, self.now))
+            if jv is not None and jv < mjrt_f:
+                mjrt_f = float(jv)
+        return max(mjrt_f - c.run_time(self.now), 0.0)
+
+    def _max_vacate(self, slot: Slot) -> float:
+        c = slot.claim
+        if c is None or not c.active:
+            return 0.0
+        mvt = float(c.pledged_vacate)
+        jmvt = mvt
+        jnode = c.job.get_node("JobMaxVacateTime") or c.job.get_node("KillSigTimeout")
+        if jnode is not None:
+            v = _as_int(evaluate_node(jnode, c.job, slot.ad, self.now))
+            jmvt = float(v) if v is not None else 0.0
+        if jmvt <= mvt:
+            return jmvt
+        rem = self._retirement_remaining(slot)
+        if rem >= jmvt:
+            return jmvt
+        return max(rem, mvt)
+
+    def _drain_remaining(self) -> float:
+        if not self._draining or self._drain_how != "graceful":
+            return 0.0
+        longest = 0.0
+        for s in self.slots.values():
+            if s.claim is not None and not s.claim.accepted_while_draining:
+                longest = max(longest, self._retirement_remaining(s))
+        return longest
+
+    def _retirement_expired(self, slot: Slot) -> bool:
+        rem = self._drain_remaining() if self._draining else self._retirement_remaining(slot)
+        if rem <= 0:
+            return True
+        return self._max_vacate(slot) >= rem
+
+    def _has_pre(self, slot: Slot) -> bool:
+        return slot.pre is not None
+
+    def _may_unretire(self, slot: Slot) -> bool:
+        c = slot.claim
+        return not self._draining and c is not None and c.may_unretire and slot.pre is None
+
+    def _in_retirement(self, slot: Slot) -> bool:
+        return slot.pre is not None or not self._may_unretire(slot)
+
+    def _worklife_expired(self, slot: Slot) -> bool:
+        c = slot.claim
+        if c is None or c.activations <= 0 or c.began is None:
+            return False
+        wl = _as_int(self._eval(slot, "CLAIM_WORKLIFE", None)) if "CLAIM_WORKLIFE" in slot.ad else None
+        if wl is None or wl < 0:
+            return False
+        return self.now - c.began >= wl
