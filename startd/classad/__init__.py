@@ -9,6 +9,9 @@
 True
 """
 
+# The evaluator and the unparser install themselves into the modules below them (the tree and the
+# ad) when they are imported; importing both here makes every method of Expr and ClassAd work.
+from . import evaluate as _evaluate  # noqa: F401
 from .ad import ClassAd, Expr, parse_ad, parse_ads, parse_expr, value_to_node
 from .jsonform import from_json, to_json
 from .parser import ClassAdSyntaxError

@@ -1,15 +1,52 @@
-"""ClassAds (records) and expressions: the public objects of the language."""
+"""ClassAds (records) and expressions: the public objects of the language.
+
+A ClassAd is also a value (a record), so the evaluator, the operators, the unparsers and the
+function library all take ClassAds apart and build them: they sit above this module and import it.
+The methods here that evaluate or unparse reach them through entry points that those modules
+install when they are imported (:func:`install_evaluator`, :func:`install_unparser`); the package
+``startd.classad`` imports both, so every method works once the package is imported.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, MutableMapping
-from typing import Any, Callable
+from typing import Any, Callable, TypeGuard
 
-from . import evaluate as _evaluate
-from .ast import AttrRef, ListExpr, Literal, Node, RecordExpr
-from .evaluate import EvalState, evaluate_node
+from .ast import AttrRef, ListExpr, Literal, Node, RecordExpr, references
 from .parser import ClassAdSyntaxError, Parser, _check_text, _precise, iter_old_lines, parse_node, parse_old_line
 from .values import ERROR, UNDEFINED, AbsTime, RelTime
+
+# (node, MY, TARGET, now, clock) -> value: startd.classad.evaluate.evaluate_node
+EvaluateNode = Callable[[Node, Any, Any, "float | None", "Callable[[], float] | None"], Any]
+
+
+def _not_installed(*args: Any) -> Any:
+    raise RuntimeError("the ClassAd evaluator and unparser are installed by importing startd.classad")
+
+
+# Plain module globals, so a method calls them as cheaply as an imported function.
+_evaluate_node: EvaluateNode = _not_installed
+_unparse_node: Callable[[Node], str] = _not_installed
+_unparse_ad: Callable[["ClassAd"], str] = _not_installed
+_unparse_old: Callable[["ClassAd", bool], str] = _not_installed
+
+
+def install_evaluator(evaluate_node: EvaluateNode) -> None:
+    """Set the evaluator behind :meth:`Expr.evaluate` and :meth:`ClassAd.evaluate` (done by
+    :mod:`startd.classad.evaluate` when it is imported)."""
+    global _evaluate_node
+    _evaluate_node = evaluate_node
+
+
+def install_unparser(node_text: Callable[[Node], str], ad_text: Callable[["ClassAd"], str],
+                     old_text: Callable[["ClassAd", bool], str]) -> None:
+    """Set the text of an expression, of an ad in new syntax and of an ad in old syntax, behind
+    ``str()``, ``==`` and :meth:`ClassAd.to_old` (done by :mod:`startd.classad.unparse` when it is
+    imported)."""
+    global _unparse_node, _unparse_ad, _unparse_old
+    _unparse_node = node_text
+    _unparse_ad = ad_text
+    _unparse_old = old_text
 
 
 class Expr:
@@ -39,12 +76,10 @@ class Expr:
             my = ClassAd(my)
         if target is not None and not isinstance(target, ClassAd):
             target = ClassAd(target)
-        return evaluate_node(self.node, my, target, now, clock)
+        return _evaluate_node(self.node, my, target, now, clock)
 
     def __str__(self) -> str:
-        from .unparse import unparse_node
-
-        return unparse_node(self.node)
+        return _unparse_node(self.node)
 
     def __repr__(self) -> str:
         return f"Expr({str(self)!r})"
@@ -182,9 +217,7 @@ class ClassAd(MutableMapping[str, Expr]):
             return NotImplemented
         if self._attrs.keys() != other._attrs.keys():
             return False
-        from .unparse import unparse_node
-
-        return all(unparse_node(n) == unparse_node(other._attrs[k]) for k, n in self._attrs.items())
+        return all(_unparse_node(n) == _unparse_node(other._attrs[k]) for k, n in self._attrs.items())
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -222,11 +255,11 @@ class ClassAd(MutableMapping[str, Expr]):
         node = self._attrs.get(name.lower())
         if node is None:
             node = AttrRef(name)
-        return evaluate_node(node, self, target, now, clock)
+        return _evaluate_node(node, self, target, now, clock)
 
     def eval_expr(self, text: str, target: "ClassAd | None" = None, *, now: float | None = None) -> Any:
         """Parse ``text`` and evaluate it with MY = this ad."""
-        return evaluate_node(parse_node(text), self, target, now)
+        return _evaluate_node(parse_node(text), self, target, now, None)
 
     def matches(self, other: "ClassAd", *, now: float | None = None) -> bool:
         """True when this ad's Requirements evaluate to exactly ``true`` against ``other``."""
@@ -255,30 +288,26 @@ class ClassAd(MutableMapping[str, Expr]):
             self[k] = v
 
     def __str__(self) -> str:
-        from .unparse import unparse_ad
-
-        return unparse_ad(self)
+        return _unparse_ad(self)
 
     def __repr__(self) -> str:
         return f"ClassAd({str(self)!r})"
 
     def to_old(self, sort: bool = False) -> str:
         """The old one-attribute-a-line form, as ``condor_status -l`` prints it."""
-        from .unparse import unparse_old
-
-        return unparse_old(self, sort=sort)
+        return _unparse_old(self, sort)
 
     def external_refs(self, name: str) -> set[str]:
         """Names that ``name``'s expression refers to and this ad does not define."""
-        from .unparse import references
-
         node = self._attrs.get(name.lower())
         if node is None:
             return set()
         return {r for r in references(node) if r.lower() not in self._attrs}
 
 
-_evaluate._ClassAd = ClassAd
+def is_classad(v: Any) -> TypeGuard[ClassAd]:
+    """True when ``v`` is a record value (a :class:`ClassAd`)."""
+    return isinstance(v, ClassAd)
 
 
 def parse_expr(text: str | bytes) -> Expr:

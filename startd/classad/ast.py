@@ -3,13 +3,38 @@
 Nodes are plain, immutable-by-convention objects. The evaluator compiles each tree once into Python
 closures (see :mod:`startd.classad.evaluate`); a node's ``ev`` attribute is its compiled closure,
 filled in lazily, so a node can be evaluated directly: ``node.ev(state)``.
+
+The compiler and the unparser dispatch on every node class, so they sit above this module; each
+installs itself here when it is imported (:func:`install_compiler`, :func:`install_unparser`), and
+the package ``startd.classad`` imports both.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, cast
 
 Closure = Callable[[Any], Any]
+
+
+def _no_compiler(node: Node) -> Closure:
+    raise RuntimeError("the ClassAd compiler is installed by importing startd.classad")
+
+
+# Plain module globals, read once per node (on its first evaluation) or per repr().
+_compile: Callable[[Node], Closure] = _no_compiler
+_node_text: Callable[[Node], str] | None = None
+
+
+def install_compiler(compile_node: Callable[[Node], Closure]) -> None:
+    """Set the compiler behind :attr:`Node.ev` (done by :mod:`startd.classad.evaluate` when it is imported)."""
+    global _compile
+    _compile = compile_node
+
+
+def install_unparser(node_text: Callable[[Node], str]) -> None:
+    """Set the text ``repr()`` shows of a node (done by :mod:`startd.classad.unparse` when it is imported)."""
+    global _node_text
+    _node_text = node_text
 
 
 class Node:
@@ -25,15 +50,12 @@ class Node:
         """The compiled closure ``f(state) -> value`` of this node."""
         fn = self._ev
         if fn is None:
-            from .evaluate import compile_node
-
-            fn = self._ev = compile_node(self)
+            fn = self._ev = _compile(self)
         return fn
 
     def __repr__(self) -> str:
-        from .unparse import unparse_node
-
-        return f"<{type(self).__name__} {unparse_node(self)}>"
+        text = "..." if _node_text is None else _node_text(self)
+        return f"<{type(self).__name__} {text}>"
 
 
 class Literal(Node):
@@ -145,3 +167,55 @@ class RecordExpr(Node):
     def __init__(self, attrs: list[tuple[str, Node]]) -> None:
         self._ev = None
         self.attrs = attrs
+
+
+# --- walking a tree -------------------------------------------------------------------------------
+
+
+def iter_nodes(node: Node) -> Iterator[Node]:
+    """Every node of a tree, parents before children."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        # the class is tested once; each branch casts ``n`` to the class it tested
+        t = type(n)
+        if t is BinaryOp:
+            bop = cast(BinaryOp, n)
+            stack += (bop.right, bop.left)
+        elif t is UnaryOp:
+            stack.append(cast(UnaryOp, n).operand)
+        elif t is Paren:
+            stack.append(cast(Paren, n).inner)
+        elif t is Conditional:
+            c = cast(Conditional, n)
+            stack.append(c.other)
+            if c.then is not None:
+                stack.append(c.then)
+            stack.append(c.cond)
+        elif t is Subscript:
+            sub = cast(Subscript, n)
+            stack += (sub.index, sub.base)
+        elif t is AttrRef:
+            base = cast(AttrRef, n).base
+            if base is not None:
+                stack.append(base)
+        elif t is Call:
+            stack += reversed(cast(Call, n).args)
+        elif t is ListExpr:
+            stack += reversed(cast(ListExpr, n).items)
+        elif t is RecordExpr:
+            stack += reversed([e for _, e in cast(RecordExpr, n).attrs])
+
+
+def references(node: Node) -> set[str]:
+    """Names of the attributes a tree refers to: unscoped names, and ``MY.x``/``TARGET.x`` as ``x``."""
+    out: set[str] = set()
+    for n in iter_nodes(node):
+        if type(n) is AttrRef:
+            if n.base is None:
+                if n.lname not in ("my", "target", "self", "parent", "toplevel", "root", "other", "ad"):
+                    out.add(n.name)
+            elif type(n.base) is AttrRef and n.base.base is None and n.base.lname in ("my", "target"):
+                out.add(n.name)
+    return out

@@ -72,8 +72,10 @@ from .functions_common import (
     ERROR, UNDEFINED, AbsTime, RelTime, compare, identical, real_to_int, to_int, to_real,
     to_string, wrap_int,
 )
+from .ad import is_classad
 from .ast import AttrRef
-from .values import is_classad
+from .operators import arith
+from .unparse_htcondor import unparse_htcondor
 
 Value = Any
 FunctionType = Callable[[Any, Sequence[Any]], Value]
@@ -166,8 +168,6 @@ def fn_unparse(st: Any, args: Sequence[Any]) -> Value:
     if not is_classad(scope) or ref.name not in scope:
         return ""
     expr = scope[ref.name]
-    from .unparse_htcondor import unparse_htcondor
-
     return unparse_htcondor(getattr(expr, "node", expr))
 
 
@@ -393,8 +393,6 @@ def fn_size(st: Any, args: Sequence[Any]) -> Value:
 
 def _add(a: Value, b: Value) -> Value:
     """``a + b`` as the ``+`` operator computes it (a real sum reaching +inf is an error)."""
-    from .evaluate import arith
-
     return arith("+", a, b)
 
 
@@ -443,8 +441,6 @@ def fn_avg(st: Any, args: Sequence[Any]) -> Value:
             return ERROR
     if n == 0:
         return 0
-    from .evaluate import arith
-
     return arith("/", result, float(n))
 
 

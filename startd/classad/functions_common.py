@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import math
 import re
-import time as _time
 from typing import Any, Callable, Sequence
 
+from .operators import compare as _evaluator_compare, identical
+from .times import abstime_text
+from .unparse import quote_name, unparse_node
+from .unparse_htcondor import name_hash, real_text
 from .values import ERROR, UNDEFINED, AbsTime, RelTime, real_to_int, wrap_int
 
 Value = Any
@@ -26,35 +29,6 @@ _NUMBER_TYPES = (int, float, bool)
 # --------------------------------------------------------------------------------------------
 # Text of values
 # --------------------------------------------------------------------------------------------
-
-def real_text(f: float) -> str:
-    """A real as HTCondor's unparser writes it: ``%.15E``, ``0.0``, ``real("INF")``..."""
-    if f != f:
-        return 'real("NaN")'
-    if f == math.inf:
-        return 'real("INF")'
-    if f == -math.inf:
-        return 'real("-INF")'
-    if f == 0.0:
-        return "-0.0" if math.copysign(1.0, f) < 0 else "0.0"
-    return "%.15E" % f
-
-
-def abstime_text(t: AbsTime) -> str:
-    """An absolute time in the canonical ``YYYY-MM-DDTHH:MM:SS+hh:mm`` form."""
-    secs = int(t.secs)
-    off = t.offset
-    tm = _time.gmtime(secs + off)
-    if off == 0:
-        # HTCondor writes a zero offset as "-00:00".
-        zone = "-00:00"
-    else:
-        sign = "+" if off > 0 else "-"
-        a = abs(off)
-        zone = "%s%02d:%02d" % (sign, a // 3600, (a % 3600) // 60)
-    return "%04d-%02d-%02dT%02d:%02d:%02d%s" % (
-        tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, zone)
-
 
 def reltime_text(r: RelTime) -> str:
     """A relative time in the canonical ``[-][D+]HH:MM:SS`` form, leading zero parts omitted."""
@@ -121,9 +95,6 @@ def value_text(v: Value) -> str:
         return 'relTime("%s")' % reltime_text(v)
     # A record holds expressions: HTCondor writes its attributes on one line in the order of its
     # attribute table (the case-blind name hash), an empty record as "[  ]".
-    from .unparse import quote_name, unparse_node
-    from .unparse_htcondor import name_hash
-
     attrs = sorted(((v._names[k], n) for k, n in v._attrs.items()), key=lambda kv: name_hash(kv[0]))
     if not attrs:
         return "[  ]"
@@ -229,10 +200,8 @@ def to_real(v: Value) -> Value:
 
 
 # --------------------------------------------------------------------------------------------
-# Comparison operators: the evaluator's own (one definition of each)
+# Comparison operators: the language's own (one definition of each, in operators)
 # --------------------------------------------------------------------------------------------
-
-from .evaluate import compare as _evaluator_compare, identical  # noqa: E402
 
 def compare(op: str, a: Value, b: Value) -> Value:
     """Apply a comparison operator by its ClassAd spelling, exactly as the evaluator does."""

@@ -27,18 +27,18 @@ import math
 import time as _time
 from typing import Any, Callable, Optional, Sequence
 
+from .ad import ClassAd, is_classad
+from .ast import Literal
 from .functions_common import (
     ERROR, UNDEFINED, AbsTime, RelTime, c_div, real_to_int, to_int,
 )
-from .ast import Literal
-from .values import is_classad
+from .times import (
+    C_INT_MAX, C_INT_MIN, civil_from_days, days_from_civil, i32, is_digit, make_abstime, make_reltime,
+    parse_abstime, parse_reltime, parse_time_literal,
+)
 
 Value = Any
 FunctionType = Callable[[Any, Sequence[Any]], Value]
-
-_INT_MIN = -2**31
-_INT_MAX = 2**31 - 1
-_C_SPACE = " \t\n\v\f\r"
 
 
 def _now(st: Any) -> int:
@@ -50,15 +50,10 @@ def _c_mod(a: int, b: int) -> int:
     return a - c_div(a, b) * b
 
 
-def _i32(v: int) -> int:
-    """The low 32 bits of an integer, as a signed C ``int``."""
-    return ((v + 2**31) % 2**32) - 2**31
-
-
 def c_int_cast(x: float) -> int:
     """A C ``(int)`` cast of a double on x86-64: truncation, ``INT_MIN`` when out of range."""
     if x != x or x >= 2147483648.0 or x <= -2147483649.0:
-        return _INT_MIN
+        return C_INT_MIN
     return int(x)
 
 
@@ -73,29 +68,6 @@ def _offset_of(st: Any, secs: int) -> int:
 # --------------------------------------------------------------------------------------------
 # Calendar arithmetic (proleptic Gregorian, any year)
 # --------------------------------------------------------------------------------------------
-
-def _days_from_civil(y: int, m: int, d: int) -> int:
-    """Days since 1970-01-01 of a date (month 1-12)."""
-    y -= m <= 2
-    era = y // 400
-    yoe = y - era * 400
-    doy = (153 * ((m + 9) % 12) + 2) // 5 + d - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146097 + doe - 719468
-
-
-def _civil_from_days(z: int) -> tuple[int, int, int]:
-    """The date (year, month 1-12, day) of a day count since 1970-01-01."""
-    z += 719468
-    era = z // 146097
-    doe = z - era * 146097
-    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    d = doy - (153 * mp + 2) // 5 + 1
-    m = mp + 3 if mp < 10 else mp - 9
-    return yoe + era * 400 + (m <= 2), m, d
-
 
 class Tm:
     """A C ``struct tm``: ``year`` counts from 1900, ``mon`` from 0, ``wday`` from Sunday."""
@@ -112,11 +84,11 @@ class Tm:
 def gm_fields(secs: int) -> Optional[Tm]:
     """``gmtime`` of an instant, or None when the year does not fit a C ``int``."""
     days, rem = divmod(int(secs), 86400)
-    y, m, d = _civil_from_days(days)
-    if not _INT_MIN <= y - 1900 <= _INT_MAX:
+    y, m, d = civil_from_days(days)
+    if not C_INT_MIN <= y - 1900 <= C_INT_MAX:
         return None
     return Tm(y - 1900, m - 1, d, rem // 3600, rem % 3600 // 60, rem % 60,
-              (days + 4) % 7, days - _days_from_civil(y, 1, 1))
+              (days + 4) % 7, days - days_from_civil(y, 1, 1))
 
 
 def _local_fields(st: Any, secs: int) -> Optional[Tm]:
@@ -138,16 +110,16 @@ def _fixed_from_gregorian(year: int, month: int, day: int) -> int:
         adjust = -1
     else:
         adjust = -2
-    ym1 = _i32(year - 1)
-    return _i32(365 * ym1 + c_div(ym1, 4) - c_div(ym1, 100) + c_div(ym1, 400)
-                + c_div(_i32(_i32(367 * month) - 362), 12) + adjust + day)
+    ym1 = i32(year - 1)
+    return i32(365 * ym1 + c_div(ym1, 4) - c_div(ym1, 100) + c_div(ym1, 400)
+                + c_div(i32(i32(367 * month) - 362), 12) + adjust + day)
 
 
 def _day_numbers(year: int, month: int, day: int) -> tuple[int, int]:
     """(weekday, day of the year) as ``formatTime`` computes them (C remainder: may be < 0)."""
     fixed = _fixed_from_gregorian(year, month, day)
     jan1 = _fixed_from_gregorian(year, 1, 1)
-    return _c_mod(fixed, 7), _i32(fixed - jan1)
+    return _c_mod(fixed, 7), i32(fixed - jan1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,188 +159,6 @@ def fn_daytime(st: Any, args: Sequence[Any]) -> Value:
 
 
 # --------------------------------------------------------------------------------------------
-# Time literals: absTime("...") and relTime("...")
-# --------------------------------------------------------------------------------------------
-
-def _is_digit(ch: str) -> bool:
-    return "0" <= ch <= "9"
-
-
-def _atoi(text: str) -> int:
-    """C ``atoi`` of a string that starts with a digit (leading digits only)."""
-    n = 0
-    for ch in text:
-        if not _is_digit(ch):
-            break
-        n = n * 10 + ord(ch) - 48
-    return n
-
-
-def _extract_zone(s: str) -> tuple[bool, str, int, int]:
-    """A trailing ``+hhmm``/``-hhmm`` zone: (found, text without it, hours, minutes)."""
-    off = s[-5:]
-    if len(off) == 5 and off[0] in "+-" and all(_is_digit(c) for c in off[1:]):
-        hh, mm = int(off[1:3]), int(off[3:5])
-        if off[0] == "-":
-            hh, mm = -hh, -mm
-        return True, s[:-5], hh, mm
-    return False, s, 0, 0
-
-
-def _host_offset(secs: int) -> int:
-    """The host zone's offset east of UTC at ``secs`` (the parser has no evaluation state)."""
-    try:
-        return int(_time.localtime(secs).tm_gmtoff or 0)
-    except (OverflowError, OSError, ValueError):
-        return 0
-
-
-def _make_abstime(text: str) -> Optional[AbsTime]:
-    """An absolute time read from its literal text, as HTCondor's parser reads it."""
-    s = text
-    have_zone = False
-    tzhr = tzmin = 0
-    n = len(s)
-    i = n - 1
-    while i >= 0 and s[i] in _C_SPACE:
-        i -= 1
-    if i > 0 and s[i] in "zZ":
-        have_zone = True
-        s = s[:i] + s[i + 1:]
-    elif n > 5 and s[n - 5] in "+-":
-        have_zone, s, tzhr, tzmin = _extract_zone(s)
-    elif n > 6 and s[n - 6] in "+-" and s[n - 3] == ":":
-        s = s[:n - 3] + s[n - 2:]
-        have_zone, s, tzhr, tzmin = _extract_zone(s)
-
-    n = len(s)
-    i = 0
-
-    def next_digit(j: int) -> int:
-        while j < n and not _is_digit(s[j]):
-            j += 1
-        return j
-
-    i = next_digit(i)
-    if i > n - 4:
-        return None
-    fields = [_atoi(s[i:i + 4]) - 1900, 0, 0, 0, 0, 0]  # year, mon, mday, hour, min, sec
-    i = next_digit(i + 4)
-    for k in range(1, 6):
-        if i <= n - 2:
-            fields[k] = _atoi(s[i:i + 2]) - (k == 1)  # the month counts from 0
-            i += 2
-        i = next_digit(i)
-    if i <= n - 1 and _is_digit(s[i]):
-        return None
-    year, mon, mday, hour, minute, sec = fields
-    wall = ((_days_from_civil(1900 + year + mon // 12, mon % 12 + 1, 1) + mday - 1) * 86400
-            + hour * 3600 + minute * 60 + sec)
-    standard = -_time.timezone
-    made = wall - standard  # mktime() of the fields as standard local time
-    if made == -1:
-        return None
-    offset = tzhr * 3600 + tzmin * 60 if have_zone else _host_offset(made)
-    return AbsTime(made + standard - offset, offset)
-
-
-def _rev_int(digits: str) -> int:
-    """A run of digits as a C ``int`` (0 when empty or too large, as ``from_chars`` leaves it)."""
-    if not digits:
-        return 0
-    v = int(digits)
-    return v if v <= _INT_MAX else 0
-
-
-def _make_reltime(text: str) -> Optional[float]:
-    """A relative time read from its literal text (``[-][D+][HH:][MM:]SS[.f]`` or ``1d2h3m4s``)."""
-    s = text
-    i = len(s) - 1
-
-    def skip_space(j: int) -> int:
-        while j >= 0 and s[j] in _C_SPACE:
-            j -= 1
-        return j
-
-    def digits_before(j: int) -> tuple[str, int]:
-        start = j
-        while j >= 0 and _is_digit(s[j]):
-            j -= 1
-        return s[j + 1:start + 1], j
-
-    secs = 0.0
-    mins = hrs = days = 0
-    i = skip_space(i)
-    if i >= 0 and (s[i] in "sS" or _is_digit(s[i])):
-        if s[i] in "sS":
-            i -= 1
-        i = skip_space(i)
-        whole, i = digits_before(i)
-        num = whole
-        if i >= 0 and s[i] == ".":
-            i -= 1
-            intpart, i = digits_before(i)
-            num = intpart + "." + whole
-        try:
-            secs = float(num) if num.strip(".") else 0.0
-        except ValueError:
-            secs = 0.0
-    i = skip_space(i)
-    if i >= 0 and s[i] in "mM:":
-        i = skip_space(i - 1)
-        d, i = digits_before(i)
-        mins = _rev_int(d)
-    i = skip_space(i)
-    if i >= 0 and s[i] in "hH:":
-        i = skip_space(i - 1)
-        d, i = digits_before(i)
-        hrs = _rev_int(d)
-    i = skip_space(i)
-    if i >= 0 and s[i] in "dD+":
-        i = skip_space(i - 1)
-        d, i = digits_before(i)
-        days = _rev_int(d)
-    i = skip_space(i)
-    negative = False
-    if i >= 0 and s[i] == "-":
-        negative = True
-        i -= 1
-    i = skip_space(i)
-    if i >= 0:
-        return None
-    whole_part = _i32(_i32(_i32(days * 86400) + _i32(hrs * 3600)) + _i32(mins * 60))
-    total = float(whole_part) + secs
-    return -total if negative else total
-
-
-def parse_time_literal(fname: str, text: str) -> Value:
-    """The value of ``absTime("text")`` or ``relTime("text")`` with a string literal argument.
-
-    HTCondor reads these when it parses the expression: ``absTime`` gives an absolute time,
-    ``relTime`` a *real* number of seconds. None means the text is not a valid time (the
-    expression is then a syntax error).
-    """
-    name = fname.lower()
-    if name == "abstime":
-        return _make_abstime(text)
-    if name == "reltime":
-        return _make_reltime(text)
-    return None
-
-
-def parse_reltime(text: str) -> Value:
-    """A relative time from its literal text, or ERROR."""
-    r = _make_reltime(text)
-    return ERROR if r is None else RelTime(r)
-
-
-def parse_abstime(text: str) -> Value:
-    """An absolute time from its literal text, or ERROR."""
-    r = _make_abstime(text)
-    return ERROR if r is None else r
-
-
-# --------------------------------------------------------------------------------------------
 # absTime / relTime
 # --------------------------------------------------------------------------------------------
 
@@ -389,7 +179,7 @@ def fn_abstime(st: Any, args: Sequence[Any]) -> Value:
     if n == 1:
         text = _literal_string(args[0])
         if text is not None:
-            lit = _make_abstime(text)
+            lit = make_abstime(text)
             return ERROR if lit is None else lit
     v = args[0].ev(st)
     offset = None
@@ -397,16 +187,16 @@ def fn_abstime(st: Any, args: Sequence[Any]) -> Value:
         o = args[1].ev(st)
         to = type(o)
         if to is int:
-            offset = _i32(o)
+            offset = i32(o)
         elif to is float:
-            offset = _i32(real_to_int(o))
+            offset = i32(real_to_int(o))
         elif to is RelTime:
             offset = c_int_cast(float(o.secs))
         else:
             return ERROR
     t = type(v)
     if t is int:
-        secs = _i32(v)
+        secs = i32(v)
     elif t is float:
         secs = c_int_cast(v)
     elif t is AbsTime:
@@ -433,12 +223,12 @@ def fn_reltime(st: Any, args: Sequence[Any]) -> Value:
     text = _literal_string(args[0])
     if text is not None:
         # HTCondor's parser turns relTime("...") into the number of seconds, a real.
-        lit = _make_reltime(text)
+        lit = make_reltime(text)
         return ERROR if lit is None else lit
     v = args[0].ev(st)
     t = type(v)
     if t is int:
-        return RelTime(_i32(v))
+        return RelTime(i32(v))
     if t is float:
         return RelTime(v)
     if t is RelTime:
@@ -530,7 +320,7 @@ def _split_abstime(secs: int, offset: int) -> Optional[dict[str, Any]]:
     tm = gm_fields(secs + offset)
     if tm is None:
         return None
-    return {"Year": _i32(tm.year + 1900), "Month": tm.mon + 1, "Day": tm.mday,
+    return {"Year": i32(tm.year + 1900), "Month": tm.mon + 1, "Day": tm.mday,
             "Hours": tm.hour, "Minutes": tm.min, "Seconds": tm.sec, "Offset": offset}
 
 
@@ -561,8 +351,6 @@ def fn_splittime(st: Any, args: Sequence[Any]) -> Value:
     parts = _split(st, v)
     if parts is None:
         return ERROR
-    from .ad import ClassAd
-
     ad = ClassAd()
     ad["Type"] = parts[0]
     for k, x in parts[1].items():
@@ -587,7 +375,7 @@ def _c_strftime(fmt: str, tm: Tm, mktime: Callable[[Tm], int]) -> str:
     """``strftime`` in the C locale, for any field values (out-of-range names print ``?``)."""
     out: list[str] = []
     i, n = 0, len(fmt)
-    year = _i32(tm.year + 1900)
+    year = i32(tm.year + 1900)
     while i < n:
         ch = fmt[i]
         if ch != "%":
@@ -607,7 +395,7 @@ def _c_strftime(fmt: str, tm: Tm, mktime: Callable[[Tm], int]) -> str:
                 pad = fmt[i]
             i += 1
         width = 0
-        while i < n and _is_digit(fmt[i]):
+        while i < n and is_digit(fmt[i]):
             width = width * 10 + ord(fmt[i]) - 48
             i += 1
         while i < n and fmt[i] in "EO":
@@ -737,7 +525,7 @@ def _int_field(st: Any, ad: Any, name: str) -> Optional[int]:
     if node is None:
         return None
     v = st.eval_in(node, ad)
-    return _i32(v) if type(v) is int else None
+    return i32(v) if type(v) is int else None
 
 
 def fn_formattime(st: Any, args: Sequence[Any]) -> Value:
@@ -745,7 +533,7 @@ def fn_formattime(st: Any, args: Sequence[Any]) -> Value:
     n = len(args)
 
     def mktime(tm: Tm) -> int:
-        wall = ((_days_from_civil(1900 + tm.year + tm.mon // 12, tm.mon % 12 + 1, 1)
+        wall = ((days_from_civil(1900 + tm.year + tm.mon // 12, tm.mon % 12 + 1, 1)
                  + tm.mday - 1) * 86400 + tm.hour * 3600 + tm.min * 60 + tm.sec)
         # C mktime() with tm_isdst = 0: the fields are read as the zone's standard time.
         return wall + _time.timezone
@@ -768,10 +556,10 @@ def fn_formattime(st: Any, args: Sequence[Any]) -> Value:
         fields = parts[1]
     year = fields["Year"]
     month = fields["Month"]
-    tm_year = 0 if year is None else _i32(year - 1900)
-    tm_mon = 0 if month is None else _i32(month - 1)
+    tm_year = 0 if year is None else i32(year - 1900)
+    tm_mon = 0 if month is None else i32(month - 1)
     mday = fields["Day"] or 0
-    wday, yday = _day_numbers(_i32(tm_year + 1900), _i32(tm_mon + 1), mday)
+    wday, yday = _day_numbers(i32(tm_year + 1900), i32(tm_mon + 1), mday)
     tm = Tm(tm_year, tm_mon, mday, fields["Hours"] or 0, fields["Minutes"] or 0,
             fields["Seconds"] or 0, wday, yday)
     if n == 2:
@@ -790,7 +578,7 @@ def fn_interval(st: Any, args: Sequence[Any]) -> Value:
     iv = to_int(args[0].ev(st))
     if type(iv) is not int:
         return ERROR
-    tot = _i32(iv)
+    tot = i32(iv)
     days = c_div(tot, 86400)
     tot = _c_mod(tot, 86400)
     hours = c_div(tot, 3600)

@@ -14,6 +14,7 @@ import sys
 from typing import Any, Callable, Iterator, TypeVar
 
 from .ast import AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp
+from .times import parse_time_literal
 from .values import ERROR, UNDEFINED, INT64_MAX, INT64_MIN
 
 MAX_DEPTH = 1000
@@ -481,8 +482,6 @@ class Parser:
                 if (lname == "abstime" or lname == "reltime") and len(args) == 1 and type(args[0]) is Literal \
                         and type(args[0].value) is str:
                     # HTCondor evaluates a time literal while parsing, so a malformed one is a syntax error
-                    from .functions_time import parse_time_literal
-
                     if parse_time_literal(lname, args[0].value) is None:
                         raise self.error(f"{t[1]}({args[0].value!r}) is not a valid time", t)
                 return Call(t[1], args)

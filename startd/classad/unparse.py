@@ -3,16 +3,23 @@
 :func:`unparse_node` gives the canonical new-syntax text: parsing it again yields an expression that
 means the same (reals are written with every digit they need). :func:`unparse_old` gives the old
 one-attribute-a-line form that ``condor_status -l`` prints, with HTCondor's compact real format.
+
+Importing this module installs the text behind ``repr()`` of a node and ``str()``/``==`` of an
+:class:`~startd.classad.ad.Expr` or :class:`~startd.classad.ad.ClassAd` (they sit below it).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Any, Iterator, cast
+from typing import Any, cast
 
+from . import ad as _ad, ast as _ast
+from .ad import ClassAd, Expr
 from .ast import AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp
+from .ast import iter_nodes as iter_nodes, references as references  # re-exported: tree walks next to tree text
 from .parser import BINARY_PRECEDENCE
+from .times import abstime_text
 from .values import ERROR, UNDEFINED, AbsTime, RelTime
 
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -87,8 +94,6 @@ def format_real_old(f: float) -> str:
 
 
 def _abstime_text(t: AbsTime) -> str:
-    from .functions_common import abstime_text
-
     try:
         return 'absTime("%s")' % abstime_text(t)
     except (OverflowError, OSError, ValueError):
@@ -128,8 +133,6 @@ def format_value(v: Any, old: bool = False) -> str:
         return _abstime_text(v)
     if t is RelTime:
         return _reltime_text(v)
-    from .ad import ClassAd
-
     if isinstance(v, ClassAd):
         return _record_text([(v._names[k], n) for k, n in v._attrs.items()], old)
     return str(v)
@@ -226,8 +229,6 @@ def unparse_node(node: Node) -> str:
 
 def unparse(e: Any) -> str:
     """Canonical new-syntax text of an :class:`Expr`, a tree, a ClassAd or a value."""
-    from .ad import ClassAd, Expr
-
     if isinstance(e, Expr):
         return unparse_node(e.node)
     if isinstance(e, Node):
@@ -250,50 +251,5 @@ def unparse_old(ad: Any, sort: bool = False) -> str:
     return "".join(f"{name} = {_unparse(n, 0, True)}\n" for name, n in items)
 
 
-def iter_nodes(node: Node) -> Iterator[Node]:
-    """Every node of a tree, parents before children."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        # the class is tested once; each branch casts ``n`` to the class it tested
-        t = type(n)
-        if t is BinaryOp:
-            bop = cast(BinaryOp, n)
-            stack += (bop.right, bop.left)
-        elif t is UnaryOp:
-            stack.append(cast(UnaryOp, n).operand)
-        elif t is Paren:
-            stack.append(cast(Paren, n).inner)
-        elif t is Conditional:
-            c = cast(Conditional, n)
-            stack.append(c.other)
-            if c.then is not None:
-                stack.append(c.then)
-            stack.append(c.cond)
-        elif t is Subscript:
-            sub = cast(Subscript, n)
-            stack += (sub.index, sub.base)
-        elif t is AttrRef:
-            base = cast(AttrRef, n).base
-            if base is not None:
-                stack.append(base)
-        elif t is Call:
-            stack += reversed(cast(Call, n).args)
-        elif t is ListExpr:
-            stack += reversed(cast(ListExpr, n).items)
-        elif t is RecordExpr:
-            stack += reversed([e for _, e in cast(RecordExpr, n).attrs])
-
-
-def references(node: Node) -> set[str]:
-    """Names of the attributes a tree refers to: unscoped names, and ``MY.x``/``TARGET.x`` as ``x``."""
-    out: set[str] = set()
-    for n in iter_nodes(node):
-        if type(n) is AttrRef:
-            if n.base is None:
-                if n.lname not in ("my", "target", "self", "parent", "toplevel", "root", "other", "ad"):
-                    out.add(n.name)
-            elif type(n.base) is AttrRef and n.base.base is None and n.base.lname in ("my", "target"):
-                out.add(n.name)
-    return out
+_ast.install_unparser(unparse_node)
+_ad.install_unparser(unparse_node, unparse_ad, unparse_old)

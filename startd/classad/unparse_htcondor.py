@@ -22,10 +22,11 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, cast
 
+from .ad import is_classad
 from .ast import AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp
-from .functions_common import abstime_text, real_text
-from .unparse import quote_name as _quote_name
-from .values import ERROR, UNDEFINED, AbsTime, RelTime, is_classad
+from .times import abstime_text, parse_time_literal
+from .unparse import quote_name as _quote_name, unparse_node
+from .values import ERROR, UNDEFINED, AbsTime, RelTime
 
 _LIST_INDENT = 3
 _RECORD_INDENT = 4
@@ -41,6 +42,19 @@ def quote_name(name: str) -> str:
     if name.lower() == "parent":
         return "'" + name + "'"
     return _quote_name(name)
+
+
+def real_text(f: float) -> str:
+    """A real as HTCondor's unparser writes it: ``%.15E``, ``0.0``, ``real("INF")``..."""
+    if f != f:
+        return 'real("NaN")'
+    if f == math.inf:
+        return 'real("INF")'
+    if f == -math.inf:
+        return 'real("-INF")'
+    if f == 0.0:
+        return "-0.0" if math.copysign(1.0, f) < 0 else "0.0"
+    return "%.15E" % f
 
 
 def string_text(s: str) -> str:
@@ -123,8 +137,6 @@ def _time_literal_text(lname: str, arg: Any) -> str | None:
     """``absTime("...")``/``relTime("...")`` of a string literal, written in canonical form."""
     if type(arg) is not Literal or type(arg.value) is not str:
         return None
-    from .functions_time import parse_time_literal
-
     v = parse_time_literal(lname, arg.value)
     if v is None:
         return None
@@ -232,8 +244,6 @@ class _Printer:
         if t is RecordExpr:
             return self.record_text(cast(RecordExpr, node).attrs, self.node)
         if isinstance(node, Node):
-            from .unparse import unparse_node
-
             return unparse_node(node)
         return self.value(node)
 
@@ -243,4 +253,4 @@ def unparse_htcondor(node: Any) -> str:
     return _Printer().node(node)
 
 
-__all__ = ["unparse_htcondor", "string_text", "reltime_text"]
+__all__ = ["unparse_htcondor", "string_text", "reltime_text", "real_text", "name_hash"]

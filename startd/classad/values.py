@@ -1,8 +1,8 @@
 """ClassAd values.
 
 Values are plain Python objects: ``bool``, ``int``, ``float``, ``str``, ``list`` (of values),
-:class:`~startd.classad.ad.ClassAd` (a record), :class:`AbsTime`, :class:`RelTime`, and the two
-singletons :data:`UNDEFINED` and :data:`ERROR`.
+:class:`~startd.classad.ad.ClassAd` (a record, told by :func:`~startd.classad.ad.is_classad`),
+:class:`AbsTime`, :class:`RelTime`, and the two singletons :data:`UNDEFINED` and :data:`ERROR`.
 
 ``bool`` is a subclass of ``int`` in Python, so every type test in the language must look for
 ``bool`` first: in ClassAds ``true`` is a boolean, never the integer 1.
@@ -11,10 +11,7 @@ singletons :data:`UNDEFINED` and :data:`ERROR`.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Final, TypeGuard
-
-if TYPE_CHECKING:
-    from .ad import ClassAd
+from typing import Final
 
 
 class _Undefined:
@@ -119,17 +116,6 @@ class RelTime:
 
     def __repr__(self) -> str:
         return f"RelTime({self.secs!r})"
-
-
-
-
-
-
-def is_classad(v: Any) -> TypeGuard[ClassAd]:
-    """True when ``v`` is a record value (a :class:`ClassAd`)."""
-    from .ad import ClassAd
-
-    return isinstance(v, ClassAd)
 
 
 INT64_MIN: Final = -(2**63)

@@ -26,8 +26,9 @@ import random
 from pathlib import Path
 from typing import Mapping
 
-from .core import DEFAULT, DETECTED, ENVIRONMENT, Config, Definition, policy_dir
+from .core import DEFAULT, DETECTED, ENVIRONMENT, Config, policy_dir
 from .errors import ConfigError
+from .knobs import Definition
 
 __all__ = ["load", "reload", "Config", "ConfigError", "Definition", "config_path", "policy_dir",
            "DEFAULT", "DETECTED", "ENVIRONMENT"]

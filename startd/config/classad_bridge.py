@@ -7,7 +7,8 @@ imported only when one of these is used.
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Literal, overload
 
 from .errors import ConfigError
 
@@ -103,11 +104,34 @@ def bool_value(text: str) -> bool | None:
     return None
 
 
-def number_value(text: str, want_int: bool) -> int | float | None:
-    """Read a numeric knob as HTCondor's param_integer / param_double do (expressions allowed)."""
-    from .expand import _eval_number
+@overload
+def number_value(text: str, want_int: Literal[True]) -> int | None: ...
+@overload
+def number_value(text: str, want_int: bool) -> int | float | None: ...
 
+
+def number_value(text: str, want_int: bool) -> int | float | None:
+    """Read a number as HTCondor's string_is_long_param / string_is_double_param do: numeric knobs
+    (param_integer / param_double) and the ``$INT``/``$REAL``/``$SUBSTR``/``$CHOICE`` macros."""
+    s = text.strip()
     try:
-        return _eval_number(text, want_int)
-    except ConfigError:
-        raise
+        return int(s, 10)
+    except ValueError:
+        pass
+    if not want_int:
+        try:
+            return float(s)
+        except ValueError:
+            pass
+    value = evaluate_literal(s)
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if want_int:
+            if math.isnan(value) or math.isinf(value):
+                return None
+            return int(value)
+        return value
+    return None

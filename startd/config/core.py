@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 from . import host
 from .errors import ConfigError
 from .expand import Expander, expand_meta_args, has_meta_args
+from .knobs import Definition
 
 if TYPE_CHECKING:
     from .settings import StartdSettings
@@ -37,20 +38,6 @@ _ENV_NOT_CONFIG = ("ANCESTOR_", "INHERIT", "PRIVATE_INHERIT", "REMOTE_SPOOL_DIR"
 DETECTED = "<Detected>"
 DEFAULT = "<Default>"
 ENVIRONMENT = "<Environment>"
-
-
-@dataclass
-class Definition:
-    """One knob as the configuration defines it: raw value and where it was set."""
-
-    name: str
-    raw: str
-    file: str
-    line: int = 0
-
-    @property
-    def source(self) -> str:
-        return f"{self.file}:{self.line}" if self.line > 0 else self.file
 
 
 def load_defaults() -> dict[str, str]:

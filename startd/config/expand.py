@@ -8,12 +8,12 @@ and the text is scanned again, so values are expanded lazily at lookup and neste
 
 from __future__ import annotations
 
-import math
 import random
 import re
 from dataclasses import dataclass
-from typing import Callable, Literal, Mapping, overload
+from typing import Callable, Mapping
 
+from .classad_bridge import evaluate_string, evaluate_to_text, number_value
 from .errors import ConfigError
 
 # Characters allowed in a macro name (HTCondor's "identifier" characters).
@@ -189,40 +189,6 @@ def _list_items(text: str) -> list[str]:
 def _strtol(text: str) -> int | None:
     m = re.match(r"\s*([+-]?\d+)", text)
     return int(m.group(1)) if m else None
-
-
-@overload
-def _eval_number(text: str, want_int: Literal[True]) -> int | None: ...
-@overload
-def _eval_number(text: str, want_int: bool) -> int | float | None: ...
-
-
-def _eval_number(text: str, want_int: bool) -> int | float | None:
-    """Read a number as HTCondor's string_is_long_param / string_is_double_param do."""
-    s = text.strip()
-    try:
-        return int(s, 10)
-    except ValueError:
-        pass
-    if not want_int:
-        try:
-            return float(s)
-        except ValueError:
-            pass
-    from .classad_bridge import evaluate_literal
-
-    value = evaluate_literal(s)
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        if want_int:
-            if math.isnan(value) or math.isinf(value):
-                return None
-            return int(value)
-        return value
-    return None
 
 
 _LENGTH_MODIFIERS = re.compile(r"(%[-+ #0]*\d*(?:\.\d*)?)(?:hh|h|ll|l|q|j|z|t|L|I64)([a-zA-Z])")
@@ -469,7 +435,7 @@ class Expander:
             raise ConfigError("$CHOICE() error: no list")
         items = body[comma + 1:]
         ival = self._arg(body[:comma])
-        index = _eval_number(ival, True) if ival.strip() else None
+        index = number_value(ival, True) if ival.strip() else None
         if index is None or index < 0:
             raise ConfigError(f"$CHOICE() error: '{ival}' is invalid index")
         entries = _list_items(items)
@@ -497,13 +463,13 @@ class Expander:
         if len(args) < 2:
             raise ConfigError("$SUBSTR() error: no start specified")
         start_text = self._arg(args[1])
-        start = _eval_number(start_text, True)
+        start = number_value(start_text, True)
         if start is None:
             raise ConfigError(f"$SUBSTR() error: {start_text} is invalid start")
         length: int | None = None
         if len(args) > 2:
             len_text = self._arg(args[2])
-            length = _eval_number(len_text, True)
+            length = number_value(len_text, True)
             if length is None:
                 raise ConfigError(f"$SUBSTR() error: {len_text} is invalid length")
         n = len(val)
@@ -524,11 +490,11 @@ class Expander:
         name = body[:comma] if comma >= 0 else body
         mval = self._arg(name)
         if kind == "INT":
-            ival = _eval_number(mval, True) if mval.strip() else None
+            ival = number_value(mval, True) if mval.strip() else None
             if ival is None:
                 raise ConfigError(f"$INT() error: {mval} does not evaluate to an integer")
             return _printf(fmt, int(ival), "dixXoc", func) if fmt is not None else str(int(ival))
-        dval = _eval_number(mval, False) if mval.strip() else None
+        dval = number_value(mval, False) if mval.strip() else None
         if dval is None:
             raise ConfigError(f"$REAL() error: {mval} does not evaluate to a real")
         if fmt is None:
@@ -540,8 +506,6 @@ class Expander:
         comma = body.find(",")
         fmt = body[comma + 1:] if comma >= 0 else None
         mval = self._arg(body[:comma] if comma >= 0 else body)
-        from .classad_bridge import evaluate_string
-
         s = evaluate_string(mval)
         if s is not None:
             mval = s
@@ -550,8 +514,6 @@ class Expander:
     def _eval(self, body: str) -> str:
         val = self.lookup(body)
         text = self.expand(val if val is not None else body)
-        from .classad_bridge import evaluate_to_text
-
         return evaluate_to_text(text)
 
 

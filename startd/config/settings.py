@@ -10,16 +10,14 @@ Policy expressions (START, SUSPEND, ...) are kept as text; the engine parses the
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Literal, overload
+from typing import Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .classad_bridge import bool_value, number_value
 from . import slottypes
 from .errors import ConfigError
-
-if TYPE_CHECKING:
-    from .core import Config
+from .knobs import Knobs
 
 ShareKind = Literal["fraction", "absolute", "auto", "minimal"]
 
@@ -136,7 +134,7 @@ class StartdSettings(_Model):
 # ----------------------------------------------------------------------------------------------
 
 
-def _fail(conf: "Config", knob: str, msg: str) -> ConfigError:
+def _fail(conf: Knobs, knob: str, msg: str) -> ConfigError:
     d = conf.lookup_definition(knob)
     if d is None or d.line <= 0:
         return ConfigError(f"{knob}: {msg}", d.file if d is not None else None)
@@ -144,12 +142,12 @@ def _fail(conf: "Config", knob: str, msg: str) -> ConfigError:
 
 
 @overload
-def _int(conf: "Config", knob: str, default: int) -> int: ...
+def _int(conf: Knobs, knob: str, default: int) -> int: ...
 @overload
-def _int(conf: "Config", knob: str, default: int | None) -> int | None: ...
+def _int(conf: Knobs, knob: str, default: int | None) -> int | None: ...
 
 
-def _int(conf: "Config", knob: str, default: int | None) -> int | None:
+def _int(conf: Knobs, knob: str, default: int | None) -> int | None:
     text = conf.get(knob)
     if text is None:
         return default
@@ -162,7 +160,7 @@ def _int(conf: "Config", knob: str, default: int | None) -> int | None:
     return int(value)
 
 
-def _float(conf: "Config", knob: str, default: float) -> float:
+def _float(conf: Knobs, knob: str, default: float) -> float:
     text = conf.get(knob)
     if text is None:
         return default
@@ -175,7 +173,7 @@ def _float(conf: "Config", knob: str, default: float) -> float:
     return float(value)
 
 
-def _bool(conf: "Config", knob: str, default: bool) -> bool:
+def _bool(conf: Knobs, knob: str, default: bool) -> bool:
     text = conf.get(knob)
     if text is None:
         return default
@@ -188,12 +186,12 @@ def _bool(conf: "Config", knob: str, default: bool) -> bool:
     return value
 
 
-def _list(conf: "Config", knob: str) -> list[str]:
+def _list(conf: Knobs, knob: str) -> list[str]:
     text = conf.get(knob) or ""
     return [p for p in re.split(r"[,\s]+", text) if p]
 
 
-def parse_slot_type(conf: "Config", index: int, count: int = 0, partitionable: bool = False) -> SlotType:
+def parse_slot_type(conf: Knobs, index: int, count: int = 0, partitionable: bool = False) -> SlotType:
     """The typed ``SLOT_TYPE_<index>`` of ``conf``; a bad definition is a ConfigError at its file:line."""
     text = conf.get(f"SLOT_TYPE_{index}") or ""
     spec = slottypes.parse_slot_type(conf, index, text, slottypes.machine_resources(conf))
@@ -208,7 +206,7 @@ def parse_slot_type(conf: "Config", index: int, count: int = 0, partitionable: b
     )
 
 
-def _cron_jobs(conf: "Config", list_knob: str, prefix: str) -> dict[str, CronJob]:
+def _cron_jobs(conf: Knobs, list_knob: str, prefix: str) -> dict[str, CronJob]:
     jobs: dict[str, CronJob] = {}
     for name in _list(conf, list_knob):
         base = f"{prefix}_{name}"
@@ -239,7 +237,7 @@ def _cron_jobs(conf: "Config", list_knob: str, prefix: str) -> dict[str, CronJob
     return jobs
 
 
-def build_settings(conf: "Config") -> StartdSettings:
+def build_settings(conf: Knobs) -> StartdSettings:
     """Build the typed view of ``conf``; raises :class:`ConfigError` naming the knob and its file:line."""
     slot_types: dict[int, SlotType] = {}
     for d in list(conf.table.values()):

@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from .errors import ConfigError
-
-if TYPE_CHECKING:
-    from .core import Config
+from .knobs import Knobs
 
 # The standard resources, with every spelling HTCondor accepts: any case-insensitive prefix of
 # these names (``c``, ``cpu``, ``r``, ``mem``, ``virt``...) selects the resource.
@@ -56,14 +53,14 @@ class SlotTypeSpec:
     allow_fractional_cpus: bool = False
 
 
-def _where(conf: "Config", knob: str) -> tuple[str | None, int | None]:
+def _where(conf: Knobs, knob: str) -> tuple[str | None, int | None]:
     d = conf.lookup_definition(knob)
     if d is None or d.line <= 0:
         return (d.file if d is not None and d.file not in ("<Default>", "<Detected>") else None), None
     return d.file, d.line
 
 
-def config_error(conf: "Config", knob: str, message: str) -> ConfigError:
+def config_error(conf: Knobs, knob: str, message: str) -> ConfigError:
     """A ConfigError placed at the definition of ``knob`` (file:line when it has one)."""
     file, line = _where(conf, knob)
     return ConfigError(f"{knob}: {message}", file, line)
@@ -76,7 +73,7 @@ def split_list(text: str) -> list[str]:
     return [p for p in re.split(r"[,\s]+", text.strip()) if p]
 
 
-def machine_resources(conf: "Config") -> dict[str, CustomResource]:
+def machine_resources(conf: Knobs) -> dict[str, CustomResource]:
     """The custom resources: ``MACHINE_RESOURCE_<name>`` as a count or as a list of ids, minus the ids
     in ``OFFLINE_MACHINE_RESOURCE_<name>``. With ``MACHINE_RESOURCE_NAMES`` only the names listed
     there are used; without it every ``MACHINE_RESOURCE_<name>`` is."""
@@ -119,7 +116,7 @@ def machine_resources(conf: "Config") -> dict[str, CustomResource]:
     return out
 
 
-def parse_share(text: str, knob: str, conf: "Config") -> Share:
+def parse_share(text: str, knob: str, conf: Knobs) -> Share:
     t = text.strip()
     low = t.lower()
     if low in ("auto", "automatic"):
@@ -169,7 +166,7 @@ def split_items(text: str) -> list[str]:
     return items
 
 
-def parse_slot_type(conf: "Config", type_id: int, text: str, custom: dict[str, CustomResource]) -> SlotTypeSpec:
+def parse_slot_type(conf: Knobs, type_id: int, text: str, custom: dict[str, CustomResource]) -> SlotTypeSpec:
     """Parse ``SLOT_TYPE_<type_id>`` as HTCondor's slot builder does.
 
     A bare share (``25%``, ``1/4``, ``auto``) is the default for every resource not named; named items

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from ..config.slottypes import CustomResource
 from .attrs import config_attrs, cross_slot_attrs, resource_attrs
+from .build import build_layout
 from .carve import (DynamicSlotIds, carve, consumption_exprs, give_back, job_requests, modify_requests, take,
                     take_ids, within_resource_limits)
-from .layout import MachineLayout, SlotDef, build_layout, dynamic_slot
+from .layout import MachineLayout, SlotDef, dynamic_slot
 from .resources import Resources
 
 __all__ = [

@@ -182,8 +182,17 @@ def _fmt(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:.2f}"
 
 
-def build(conf: "Config", host: Any) -> MachineLayout:
-    """See :func:`startd.slots.layout.build_layout`."""
+def build_layout(conf: "Config", host: Any) -> MachineLayout:
+    """Divide the machine as HTCondor's startd does.
+
+    ``host`` is a :class:`startd.engine.events.HostSample` (``cpus``, ``memory`` MB, ``disk`` KB,
+    ``swap`` KB; a None field falls back to the configuration's DETECTED_* values).
+
+    With no ``SLOT_TYPE_<N>`` with ``NUM_SLOTS_TYPE_<N>`` > 0 and no NUM_SLOTS, HTCondor 23+ makes one
+    partitionable slot holding everything (``use FEATURE : PartitionableSlot`` by default). NUM_SLOTS
+    gives that many static slots, each an even share. Raises :class:`startd.config.ConfigError` naming
+    the over-committed resource and the knob's file:line when the slot types ask for more than there is.
+    """
     overrides = _host_overrides(host)
 
     # What the machine has.

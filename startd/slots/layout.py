@@ -1,9 +1,12 @@
-"""The machine's slot layout: how the configuration divides the machine's resources into slots."""
+"""The machine's slot layout: how the configuration divides the machine's resources into slots.
+
+:func:`startd.slots.build.build_layout` works the layout out from the configuration.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..config.slottypes import CustomResource
 from .resources import Resources
@@ -99,22 +102,6 @@ class MachineLayout:
             if s.name == bare:
                 return s
         raise KeyError(name)
-
-
-def build_layout(conf: "Config", host: Any) -> MachineLayout:
-    """Divide the machine as HTCondor's startd does.
-
-    ``host`` is a :class:`startd.engine.events.HostSample` (``cpus``, ``memory`` MB, ``disk`` KB,
-    ``swap`` KB; a None field falls back to the configuration's DETECTED_* values).
-
-    With no ``SLOT_TYPE_<N>`` with ``NUM_SLOTS_TYPE_<N>`` > 0 and no NUM_SLOTS, HTCondor 23+ makes one
-    partitionable slot holding everything (``use FEATURE : PartitionableSlot`` by default). NUM_SLOTS
-    gives that many static slots, each an even share. Raises :class:`startd.config.ConfigError` naming
-    the over-committed resource and the knob's file:line when the slot types ask for more than there is.
-    """
-    from .build import build
-
-    return build(conf, host)
 
 
 def dynamic_slot(parent: SlotDef, sub_id: int, resources: Resources,
