@@ -86,11 +86,16 @@ class OutputParser:
         self._ad = ClassAd()
         self._count = 0
         self.bad_lines: list[tuple[str, str]] = []
+        #: The lines printed since the last separator, as HTCondor's CronJobOut queues them (every
+        #: non-empty line, the PREFIX in front): what a failed run's log shows of its standard output.
+        self.queued: list[str] = []
 
     def feed_line(self, line: str) -> CronAd | None:
         """One line of output (without its newline); returns an ad when the line ends one."""
         text = line.rstrip("\r\n")
         stripped = text.strip()
+        if text and not stripped.startswith("-"):
+            self.queued.append(self.prefix + text)
         if not stripped or stripped.startswith("#"):
             return None
         if stripped.startswith("-"):
@@ -113,6 +118,7 @@ class OutputParser:
     def _finish(self, tag: str | None, update: bool | None) -> CronAd | None:
         ad, count = self._ad, self._count
         self._ad, self._count = ClassAd(), 0
+        self.queued = []
         if count == 0:
             return None  # HTCondor publishes nothing for an empty block
         return CronAd(ad, tag, update)

@@ -15,8 +15,11 @@ waits until there is room (a job always runs when nothing else does). RECONFIG t
 job SIGHUP at reconfiguration. Output follows :mod:`startd.cron.protocol`; a run's ads go to the engine
 as a :class:`CronOutput` when it ends (even a non-zero exit, as HTCondor does), each with
 ``<PREFIX>LastUpdate``; garbage lines are logged and skipped; output over the cap kills the run and
-keeps the ads completed before it. A run that exits non-zero has its stderr and unparsed output logged
-when STARTD_CRON_LOG_NON_ZERO_EXIT is true. ``STARTD_CRON_<NAME>_TIMEOUT`` bounds one run (default:
+keeps the ads completed before it. How a run ended is logged as HTCondor's ``CronJob::Reaper`` logs it:
+a run killed by a signal, or one that exits non-zero while STARTD_CRON_LOG_NON_ZERO_EXIT (BENCHMARKS_CRON_...
+for the benchmarks) is true, has failed, and only a failed run has its status, the output it printed after
+its last separator and its standard error logged; the standard error of any other run is dropped unread,
+as HTCondor drops it. ``STARTD_CRON_<NAME>_TIMEOUT`` bounds one run (default:
 300 s for OneShot and OnDemand, 4 periods (at least 300 s) for a Periodic job without KILL; none for a
 continuous WaitForExit job, which is stopped at reconfiguration or shutdown).
 
@@ -189,7 +192,10 @@ class CronRunner:
     def __init__(self, *, clock: Callable[[], float] = time.time, max_output: int = DEFAULT_MAX_OUTPUT) -> None:
         self._clock = clock
         self._max_output = max_output
-        self._feed: EngineFeed = lambda _inp: None
+        # The daemon's first engine pass may ask for a hook (the first FETCH_WORK) before start():
+        # what such a hook answers waits here for the engine instead of being lost.
+        self._early: list[Any] = []
+        self._feed: EngineFeed = self._early.append
         self._conf: Any = None
         self.jobs: dict[str, JobSpec] = {}
         self._loops: dict[str, asyncio.Task[None]] = {}
@@ -198,7 +204,6 @@ class CronRunner:
         self._bench_load = 0.0
         self._hooks: HookRunner | None = None
         self._closed = False
-        self._log_nonzero = False
         self._max_load = DEFAULT_MAX_JOB_LOAD
         self._room = asyncio.Event()
         self._feeds: set[asyncio.Future[Any]] = set()
@@ -208,7 +213,11 @@ class CronRunner:
     def start(self, conf: Any, engine_feed: EngineFeed) -> None:
         """Start every configured cron job (needs a running event loop)."""
         self._feed = engine_feed
-        self._hooks = HookRunner(self._safe_feed, clock=self._clock, max_output=self._max_output)
+        if self._hooks is None:  # one already running hooks asked for before start() keeps them
+            self._hooks = HookRunner(self._safe_feed, clock=self._clock, max_output=self._max_output)
+        early, self._early = self._early, []
+        for inp in early:
+            self._safe_feed(inp)
         self._apply(conf, first=True)
 
     def reconfig(self, conf: Any) -> None:
@@ -248,7 +257,6 @@ class CronRunner:
 
     def _apply(self, conf: Any, first: bool) -> None:
         self._conf = conf
-        self._log_nonzero = _bool(conf, "STARTD_CRON_LOG_NON_ZERO_EXIT", False)
         self._max_load = _float(conf, "STARTD_CRON_MAX_JOB_LOAD", DEFAULT_MAX_JOB_LOAD)
         new = read_jobs(conf, "STARTD_CRON")
         old = self.jobs
@@ -389,11 +397,12 @@ class CronRunner:
             res = ProcessResult(path=exe or "", args=list(args), error=str(exc))
         run.pid = None
         run.finished = True
+        queued = list(parser.queued)
         if not res.truncated:
             last = parser.close()
             if last is not None:
                 streamed.append(last)
-        self._log_run(job, res, parser)
+        self._log_run(job, res, parser, queued)
         if streamed:
             self._publish(job, streamed)
         self._report_load()
@@ -408,22 +417,47 @@ class CronRunner:
         flags = [a.update for a in ads if a.update is not None]
         self._safe_feed(CronOutput(now=now, name=job.name, ads=pairs, update=any(flags) if flags else None))
 
-    def _log_run(self, job: JobSpec, res: ProcessResult, parser: OutputParser) -> None:
+    def _log_run(self, job: JobSpec, res: ProcessResult, parser: OutputParser, queued: list[str]) -> None:
+        """Log how a run ended, as HTCondor's ``CronJob::Reaper`` (src/condor_utils/cron_job.cpp) does.
+
+        A run killed by a signal has failed; one that exits non-zero has failed only when
+        ``<MGR>_CRON_LOG_NON_ZERO_EXIT`` is true (read at exit, default false; MGR is STARTD, or
+        BENCHMARKS for the benchmark jobs). A failed run's exit is logged with the output lines still
+        queued at exit (those after its last separator, as ``ProcessOutputQueue(failed)`` logs them)
+        and its whole standard error; any other run's exit is a debug line and its standard error is
+        never logged (``StderrHandler`` only collects it, and the Reaper clears it unread)."""
         name = f"{job.label} ({res.path})"
         for line, why in parser.bad_lines:
+            # ClassAdCronJob::ProcessOutput: "Can't insert '...' into '...' ClassAd", whatever the exit
             log.warning("%s printed a line that is not an attribute, skipped: %r (%s)", name, line, why)
         if res.error:
             log.error("%s: %s", name, res.error)
-        nonzero = res.exit_code not in (0, None) or res.signal is not None
-        if nonzero:
-            log.warning("%s %s", name, res.describe())
-        if nonzero and self._log_nonzero:
-            if res.stderr.strip():
-                log.warning("%s stderr: %s", name, res.stderr.strip())
-            if parser.bad_lines:
-                log.warning("%s unparsed output: %s", name, "\n".join(b[0] for b in parser.bad_lines))
-        elif res.stderr.strip():
-            log.info("%s stderr: %s", name, res.stderr.strip())
+        if res.pid is None:
+            return  # it never ran: there is no exit to reap
+        mgr = "BENCHMARKS" if job.kind == "BENCHMARKS" else "STARTD"
+        pid = res.pid
+        if res.signal is not None:
+            failed = True
+            log.warning("CronJob: '%s' (pid %d) exit_signal=%d", job.name, pid, res.signal)
+        else:
+            status = res.exit_code if res.exit_code is not None else 0
+            failed = status != 0 and self._conf is not None \
+                and _bool(self._conf, f"{mgr}_CRON_LOG_NON_ZERO_EXIT", False)
+            log.log(logging.WARNING if failed else logging.DEBUG,
+                    "CronJob: '%s' (pid %d) exit_status=%d", job.name, pid, status)
+        if not failed:
+            return
+        if not queued and not res.stderr:
+            log.warning("CronJob: '%s' (pid %d) produced no output", job.name, pid)
+        elif queued:
+            log.warning("CronJob: '%s' (pid %d) produced %d lines of standard output, which follow.",
+                        job.name, pid, len(queued))
+            for line in queued:
+                log.warning("['%s' (%d)] %s", job.name, pid, line)
+        if res.stderr:
+            log.warning("CronJob: '%s' (pid %d) produced %d lines of standard error, which follow.",
+                        job.name, pid, res.stderr.count("\n"))
+            log.warning("%s", res.stderr.rstrip("\n"))  # one record, as the Reaper's one dprintf
 
     def _safe_feed(self, inp: Any) -> None:
         try:
@@ -472,10 +506,11 @@ class CronRunner:
 
         res = await run_program(exe or "", args, env=self._environment(job), cwd=job.cwd, timeout=job.timeout,
                                 max_output=self._max_output, on_line=on_line)
+        queued = list(parser.queued)
         last = parser.close()
         if last is not None:
             ads.append(last)
-        self._log_run(job, res, parser)
+        self._log_run(job, res, parser, queued)
         found: dict[str, Any] = {}
         for a in ads:
             for k in a.ad:

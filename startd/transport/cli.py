@@ -658,6 +658,18 @@ async def _run_claim(s: BrokerSession, topics: Topics, events: "asyncio.Queue[ai
             await asyncio.shield(release())
 
 
+_HOLDING_CLAIM = ("Claimed", "Preempting")
+
+
+def leaves_claim(event: dict[str, Any]) -> bool:
+    """True for a transition that ends the claim its slot holds: out of Claimed or Preempting into a
+    state without a claim. A transition into Claimed never ends one, though it may come after the
+    claim was granted: a dynamic slot is created Owner, goes Unclaimed and then Claimed for the very
+    claim being waited on, and a static slot goes Matched before Claimed."""
+    came, went = str(event.get("from", "")), str(event.get("to", ""))
+    return came.startswith(_HOLDING_CLAIM) and not went.startswith(_HOLDING_CLAIM)
+
+
 async def _wait_for_exit(s: BrokerSession, topics: Topics, events: "asyncio.Queue[aiomqtt.Message]",
                          claim_id: str, slot: str, job: ClassAd, args: argparse.Namespace,
                          target: ClientTarget) -> int | None:
@@ -701,10 +713,7 @@ async def _wait_for_exit(s: BrokerSession, topics: Topics, events: "asyncio.Queu
                 raise Refused(f"the job could not be started on {slot}@{topics.machine}: {event['error']}")
             code = _exit_status(event)
             return 0 if code is None else code
-        if kind == "slot_deleted" and claim_gone_at is None:
-            claim_gone_at = loop.time()
-        if kind == "transition" and claim_gone_at is None and \
-                not str(event.get("to", "")).startswith(("Claimed", "Preempting")):
+        if claim_gone_at is None and (kind == "slot_deleted" or (kind == "transition" and leaves_claim(event))):
             # the claim is over; an exit event may still be on its way, allow it a moment
             claim_gone_at = loop.time()
 

@@ -54,3 +54,14 @@ def test_hook_output_as_one_ad() -> None:
     assert parse_hook_ad("\n  \n") == (None, [])
     ad, bad = parse_hook_ad('[ Cmd = "/bin/x"; Owner = "o" ]')
     assert ad is not None and ad.evaluate("Cmd") == "/bin/x"
+
+
+def test_lines_after_the_last_separator_stay_queued_with_the_prefix() -> None:
+    # HTCondor's CronJobOut::Output queues every non-empty line but a separator, PREFIX in front;
+    # each separator empties the queue (src/condor_utils/cron_job_io.cpp, cron_job.cpp:StdoutHandler)
+    p = OutputParser("P_")
+    for line in ("A = 1", "-", "", "B = 2", "# note"):
+        p.feed_line(line)
+    assert p.queued == ["P_B = 2", "P_# note"]
+    p.close()
+    assert p.queued == []

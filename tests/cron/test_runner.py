@@ -254,3 +254,28 @@ async def test_daemon_adapter_accepts_a_coroutine_feed(script) -> None:
         await wait_for(lambda: any(isinstance(g, BenchmarksDone) for g in got), 20)
     finally:
         await r.stop()
+
+
+async def test_a_hook_asked_for_before_start_answers_the_engine_and_is_stopped_at_shutdown(
+        script, tmp_path: Path) -> None:
+    """The daemon's first engine pass asks for FETCH_WORK before it starts the runner: that hook's
+    answer still reaches the engine, and shutdown still kills such a hook."""
+    from startd.engine.events import HookResult, RunHook
+
+    pids = tmp_path / "pids"
+    quick = script("quick", 'echo \'Cmd = "/bin/true"\'\n')
+    slow = script("slow", f"echo $$ >> {pids}\nexec sleep 300\n")
+    got: list[Any] = []
+    r = CronRunner()
+    r.run_hook(RunHook(t=0, slot="slot1", keyword="K", hook="FETCH_WORK", path=quick, request=1, timeout=60))
+    r.run_hook(RunHook(t=0, slot="slot2", keyword="K", hook="FETCH_WORK", path=slow, request=2, timeout=600))
+    await wait_for(lambda: bool(pids_in(pids)))
+    await asyncio.sleep(0.3)  # the quick hook has answered before the runner starts
+    r.start(conf(""), got.append)
+    try:
+        await wait_for(lambda: any(isinstance(g, HookResult) for g in got))
+        (res,) = [g for g in got if isinstance(g, HookResult)]
+        assert res.request == 1 and res.ad is not None and res.ad.evaluate("Cmd") == "/bin/true"
+    finally:
+        await r.shutdown()
+    assert not any(alive(p) for p in pids_in(pids))

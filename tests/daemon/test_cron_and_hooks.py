@@ -3,12 +3,15 @@ and none of their processes outlives the daemon."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import tempfile
 import stat
 from pathlib import Path
+
+import pytest
 
 from daemonkit import alive, request, wait_for, write_config
 
@@ -151,3 +154,48 @@ FetchWorkDelay = 1
     await d.signal(signal.SIGTERM)
     assert await d.wait(30) == 0, d.stderr()
     assert not _pids_of(str(scripts))
+
+
+@pytest.mark.parametrize("start, owner", [
+    ('TARGET.Owner =!= "mallory"', "mallory"),
+    # fetched work is judged with the HookKeyword it will run with, as a scenario's fetched work is
+    ('TARGET.HookKeyword =!= "FETCH"', "nobody"),
+], ids=["owner", "hook-keyword"])
+async def test_fetched_job_that_start_refuses_never_runs_and_reply_fetch_hears_reject(
+        tmp_path: Path, topic_root: str, daemon_process, start: str, owner: str) -> None:
+    """StartdHookMgr::handleHookFetchWork: a fetched job the slot is not willing to run is not claimed,
+    and REPLY_FETCH is told ``reject``; the slot keeps fetching every FetchWorkDelay seconds."""
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    shared = Path(tempfile.mkdtemp(prefix="startd-refused-"))
+    shared.chmod(0o1777)  # where the job, run as nobody, could leave its mark if it ran
+    log = tmp_path / "hooks.log"
+    try:
+        job = (f'Cmd = "/bin/sh"\nArguments = "-c \'echo ran > {shared}/mark\'"\nOwner = "{owner}"\n'
+               'Iwd = "/tmp"\nRequestCpus = 1\nRequestMemory = 64\nRequestDisk = 1000\nJobUniverse = 5\n')
+        (tmp_path / "job.ad").write_text(job)
+        # every fetch hands out the same job, so every fetch is judged again
+        _script(scripts / "fetch", f"cat > /dev/null\ncat {tmp_path}/job.ad\n")
+        _script(scripts / "reply", f'echo "reply $1" >> {log}\ncat > /dev/null\n')
+        cfg = write_config(tmp_path, topic_root, f"""
+STARTD_JOB_HOOK_KEYWORD = FETCH
+FETCH_HOOK_FETCH_WORK = {scripts}/fetch
+FETCH_HOOK_REPLY_FETCH = {scripts}/reply
+FetchWorkDelay = 1
+START = {start}
+""")
+        d = await daemon_process(cfg)
+        await wait_for(lambda: log.exists() and log.read_text().count("reply") >= 2, 30,
+                       "REPLY_FETCH after two fetches")
+        await d.signal(signal.SIGTERM)
+        assert await d.wait(30) == 0, d.stderr()
+        replies = log.read_text().split()
+        assert "accept" not in replies and replies.count("reject") >= 2
+        assert not (shared / "mark").exists()
+        events = [json.loads(line) for line in
+                  (tmp_path / "local" / "log" / "StartdEventLog").read_text().splitlines()]
+        assert not [e for e in events if e["event"] in ("job", "slot_created") and e["slot"] != "slot1"]
+        assert not [e for e in events if e["event"] == "job"]
+        assert not [e for e in events if e["event"] == "transition" and e["to"].startswith("Claimed")]
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

@@ -65,6 +65,26 @@ async def test_a_real_job_whole_life_submit_wait_returns_its_exit_code(mqtt_brok
     assert Topics(topic_root, "m1").slot(slot) not in retained
 
 
+async def test_submit_wait_on_a_partitionable_slot_waits_for_a_long_job_and_returns_its_exit_code(
+        mqtt_broker: str, start_daemon, topic_root: str) -> None:
+    """The dynamic slot carved for the claim is created Owner and goes Unclaimed, then Claimed: its
+    way into the claim is not the claim's end, so --wait outlasts it (the job runs longer than the
+    moment an ended claim is given for its exit event) and returns the job's own exit code."""
+    await start_daemon(mqtt_broker, topic_root)
+    async with events(mqtt_broker, topic_root, "m1") as rec:
+        code, out, err = await cli("submit", "--broker", mqtt_broker, "--wait", *NOBODY, "--", "/bin/sh", "-c",
+                                   "/bin/sleep 32; exit 3", env={"_CONDOR_STARTD_MQTT_PREFIX": topic_root},
+                                   timeout=90)
+        assert code == 3, (out, err)
+        assert "Job exited with status 3" in out
+        slot = out.split("Job started on ")[1].split("@")[0]
+        assert slot.startswith("slot1_")
+        await rec.next(lambda e: e["event"] == "transition" and e["slot"] == slot
+                       and e["from"] == "Owner/Idle" and e["to"] == "Unclaimed/Idle")
+        exit_event = await rec.next(lambda e: e["event"] == "job" and e["what"] == "exit")
+        assert exit_event["slot"] == slot and exit_event["exit_code"] == 3
+
+
 async def test_a_job_that_cannot_start_is_reported_and_submit_says_so(embedded_broker: str, start_daemon,
                                                                      topic_root: str) -> None:
     await start_daemon(embedded_broker, topic_root)

@@ -250,6 +250,21 @@ async def test_submit_a_job_ad_file_chooses_by_rank(mqtt_broker: str, topic_root
         assert daemon.ads["slot2"].evaluate("State") == "Claimed"
 
 
+def test_only_leaving_claimed_or_preempting_ends_the_claim_submit_waits_on() -> None:
+    def t(came: str, went: str) -> dict:
+        return {"event": "transition", "slot": "slot1_1", "from": came, "to": went}
+
+    # the way into the claim: a dynamic slot is created Owner, then Unclaimed, then Claimed; a static
+    # slot is Matched first (the events of both reach the client after its claim was granted)
+    way_in = [t("Owner/Idle", "Unclaimed/Idle"), t("Unclaimed/Idle", "Claimed/Idle"),
+              t("Unclaimed/Idle", "Matched/Idle"), t("Matched/Idle", "Claimed/Idle")]
+    during = [t("Claimed/Idle", "Claimed/Busy"), t("Claimed/Busy", "Claimed/Suspended"),
+              t("Claimed/Busy", "Preempting/Vacating"), t("Preempting/Vacating", "Preempting/Killing")]
+    assert not [e for e in way_in + during if cli.leaves_claim(e)]
+    assert cli.leaves_claim(t("Claimed/Idle", "Unclaimed/Idle"))
+    assert cli.leaves_claim(t("Preempting/Vacating", "Owner/Idle"))
+
+
 async def test_submit_with_no_matching_slot_exits_1(mqtt_broker: str, topic_root: str, conf: Path) -> None:
     async with FakeStartd(mqtt_broker, topic_root, "m1") as daemon:
         code, _, err = await run("submit", "-c", str(conf), "--broker", mqtt_broker, "--memory", "999999",
