@@ -100,6 +100,8 @@ class VacateStep(_Model):
 class DrainStep(_Model):
     how: Literal["graceful", "quick", "fast"] = "graceful"
     resume_on_completion: bool = False
+    # condor_drain -resume/-exit/-restart/-reconfig-on-completion; resume_on_completion is resume
+    on_completion: Literal["nothing", "resume", "exit", "restart", "reconfig"] | None = None
     reason: str = ""
     check: str | None = None
     start: str | None = None
@@ -312,12 +314,28 @@ def parse_start(value: str | _dt.datetime | _dt.date | float) -> float:
     return value.timestamp()
 
 
+# What condor_submit puts in every job ad unless the submit file says otherwise (JOB_DEFAULT_REQUESTCPUS,
+# JOB_DEFAULT_REQUESTMEMORY, JOB_DEFAULT_REQUESTDISK): a slot's WithinResourceLimits reads them.
+SUBMIT_DEFAULTS = (("RequestCpus", "1"), ("RequestMemory", "128"),
+                   ("RequestDisk", "MAX({1024, (TransferInputSizeMB+1) * 1.25}) * 1024"))
+
+
+def with_submit_defaults(ad: ClassAd) -> ClassAd:
+    """The job ad as condor_submit would have written it: the resource requests it leaves out get
+    condor_submit's defaults."""
+    for name, expr in SUBMIT_DEFAULTS:
+        if ad.lookup(name) is None:
+            ad.set_expr(name, expr)
+    return ad
+
+
 def job_ad(spec: JobSpec, where: str) -> ClassAd:
-    """The job ClassAd a step describes. Scalars are literals; a string that begins with ``=`` is an
-    expression; a string as the whole job is a ClassAd in either syntax."""
+    """The job ClassAd a step describes, with condor_submit's default requests where it makes none.
+    Scalars are literals; a string that begins with ``=`` is an expression; a string as the whole job
+    is a ClassAd in either syntax."""
     if isinstance(spec, str):
         try:
-            return parse_ad(spec)
+            return with_submit_defaults(parse_ad(spec))
         except ClassAdSyntaxError as exc:
             raise ScenarioError(f"{where}: not a ClassAd: {exc}") from None
     ad = ClassAd()
@@ -336,7 +354,7 @@ def job_ad(spec: JobSpec, where: str) -> ClassAd:
             ad[name] = value
         except (TypeError, ValueError) as exc:
             raise ScenarioError(f"{where}.{name}: {exc}") from None
-    return ad
+    return with_submit_defaults(ad)
 
 
 def _loc(loc: tuple[Any, ...], data: Any) -> str:

@@ -287,6 +287,7 @@ class Simulator:
         """Run every step; returns 0 when every expectation held, 1 when one failed."""
         self.engine = self.engine_factory(self.conf, self.host.sample(self.t0, full=True), machine=MACHINE,
                                           utc_offset=self.sc.utc_offset())
+        self._stop_pending: str | None = None
         self._handle_outputs(self.engine.start())
         self._drain_followups()
         for i in self.order:
@@ -358,8 +359,26 @@ class Simulator:
                 elif self.backfill_running:
                     self.backfill_running = False
                     self._followups.append(ev.BackfillExited(now=self.now))
-            # AdChanged, JobEvent and ShutdownComplete need nothing of this shell: the ads are read when
+            elif isinstance(out, ev.ShutdownComplete) and (out.restart or out.reason == "draining completed"):
+                # condor_drain -restart-on-completion / -exit-on-completion: the startd stops, and starts anew
+                self._stop_pending = "restart" if out.restart else "exit"
+            # AdChanged, JobEvent and other ShutdownComplete need nothing of this shell: the ads are read when
             # a step asks, and job events are printed from the commands this shell carries out.
+        if self._stop_pending is not None:
+            how, self._stop_pending = self._stop_pending, None
+            self._stop_startd(restart=how == "restart")
+
+    def _stop_startd(self, restart: bool) -> None:
+        """The simulated startd exits: its slots go away; a restart builds a new one from its configuration."""
+        conf = getattr(self.engine, "conf", self.conf)
+        for name in list(self.engine.slot_names()):
+            self.emit_event({"t": self.rel(self.now), "event": "slot_deleted", "slot": name})
+        if restart:
+            self.engine = self.engine_factory(conf, self.host.sample(self.now, full=True), machine=MACHINE,
+                                              utc_offset=self.sc.utc_offset())
+            self._handle_outputs(self.engine.start())
+        else:
+            self.engine = _ExitedStartd(self.now)
 
     def _emit_reply(self, t: float | None, accepted: bool, claim_id: str, slot: str, reason: str) -> None:
         i = self._step
@@ -493,6 +512,8 @@ class Simulator:
             self._check_slot(i, "claim.slot", body.slot)
             cid = body.id if body.id is not None else self._default_id(i)
             job = self.jobs_of_step[i]
+            if job is None:
+                job = sc.with_submit_defaults(ClassAd())  # condor_submit's job, asking for nothing special
             self.claim_jobs[cid] = job
             return ev.RequestClaim(now=now, request=i, slot=body.slot, claim_id=cid,
                                    job=None if job is None else job.copy(), lease=body.lease,
@@ -513,7 +534,7 @@ class Simulator:
             return ev.Vacate(now=now, request=i, slot=body.slot, fast=body.fast)
         if a == "drain":
             return ev.Drain(now=now, request=i, how=body.how, resume_on_completion=body.resume_on_completion,
-                            reason=body.reason, check=body.check, start=body.start)
+                            reason=body.reason, check=body.check, start=body.start, on_completion=body.on_completion)
         if a == "cancel_drain":
             return ev.CancelDrain(now=now, request=i)
         if a == "reconfig":
@@ -606,6 +627,24 @@ class Simulator:
         if not ok:
             self.expect_failed += 1
         self.emit_event({"t": self.rel(self.now), "event": "expect", "ok": ok, **fields})
+
+
+class _ExitedStartd:
+    """What is left once the simulated startd has exited: no slots, and every command refused."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def slot_names(self) -> list[str]:
+        return []
+
+    def next_wakeup(self) -> float | None:
+        return None
+
+    def handle(self, inp: ev.Input) -> list[ev.Output]:
+        if isinstance(inp, ev.Command):
+            return [ev.Reply(inp.now, inp.request, type(inp).__name__.lower(), False, "the startd has exited")]
+        return []
 
 
 def _plain(v: Any) -> Any:

@@ -36,7 +36,6 @@ class Claim:
     retire_peacefully: bool = False
     load: float = 0.0
     pid: int | None = None
-    accepted_while_draining: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
     # JobId and GlobalJobId of ``job`` as last published, with the job ad they were read from
     job_ids: tuple[ClassAd, str | None, str | None] | None = None

@@ -18,7 +18,6 @@ from ..classad.evaluate import evaluate_node
 from ..classad.parser import ClassAdSyntaxError, parse_node
 from ..config.errors import ConfigError
 from .claim import Claim
-from .convert import eval_to_bool as _eval_to_bool
 from .events import (ActivateClaim, BackfillExited, BenchmarksDone, CancelDrain, ContinueClaim, CronLoad, CronOutput,
                      DeactivateClaim, Drain, HookResult, HostSample, Input, JobCommand, JobExited, JobStarted, JobUsage,
                      Keepalive, Match, Output, Reconfig, ReleaseClaim, RequestClaim, Shutdown, SuspendClaim, Tick,
@@ -43,7 +42,6 @@ class Engine(ResMgr):
         handler = self._HANDLERS.get(type(inp))
         if handler is not None:
             handler(self, inp)
-        self._check_polling(self.now)
         return self._finish()
 
     def _find_claim(self, claim_id: str) -> tuple[Slot, Claim, bool] | None:
@@ -113,6 +111,7 @@ class Engine(ResMgr):
         return self.knobs.max_claim_alives_missed * self.knobs.alive_interval
 
     def _on_request_claim(self, inp: RequestClaim) -> None:
+        """command_request_claim and request_claim (command.cpp)."""
         cmd = "request_claim"
         slot = self.slots.get(inp.slot)
         if slot is None:
@@ -124,48 +123,56 @@ class Engine(ResMgr):
                                slot.name)
         if self._shutdown is not None:
             return self._reply(inp, cmd, False, "the startd is shutting down", inp.claim_id, slot.name)
+        if slot.state == State.PREEMPTING:
+            return self._reply(inp, cmd, False, f"{slot.name} is Preempting/{slot.activity.value}", inp.claim_id,
+                               slot.name)
+        if self._draining and self._graceful_drain_remaining() < 20:
+            # command_request_claim: claims near the end of draining are ignored
+            return self._reply(inp, cmd, False, f"{slot.name} is draining and its draining ends in less than 20 "
+                               "seconds", inp.claim_id, slot.name)
         job = inp.job if inp.job is not None else ClassAd()
         claim = Claim(id=inp.claim_id, job=job, client=inp.client, lease_duration=self._lease_for(inp, job))
-        if slot.state == State.DRAINED or (self._draining and slot.state != State.CLAIMED):
-            ok = self._drain_start is not None and \
-                _eval_to_bool(evaluate_node(self._drain_start, slot.ad, job, self.now)) is True
-            if not ok:
-                return self._reply(inp, cmd, False, f"{slot.name} is draining and does not accept new claims",
-                                   inp.claim_id, slot.name)
-            claim.accepted_while_draining = True
-        elif slot.state not in (State.CLAIMED,):
-            ok, why = self._start_for(slot, job)
-            if not ok:
-                return self._reply(inp, cmd, False, why, inp.claim_id, slot.name)
         if slot.spec.partitionable:
             return self._claim_pslot(inp, slot, claim)
+        if slot.spec.kind == "Static":
+            # request_claim: a static slot is checked before it is claimed (HTCONDOR-3013)
+            ok, why = self._willing_to_run_claim(slot, job)
+            if not ok:
+                return self._refuse_claim(inp, slot, why, claim.id)
         claim.rank = self._rank_for(slot, job)
-        if slot.state in (State.OWNER, State.UNCLAIMED, State.MATCHED, State.DRAINED):
-            slot.claim = claim
-            self._change(slot, State.CLAIMED, Activity.IDLE, "claimed by " + (inp.client or "a schedd"))
-            return self._reply(inp, cmd, True, "", claim.id, slot.name, rank=claim.rank)
+        if slot.state == State.CLAIMED and slot.claim is not None:
+            return self._request_preemption(inp, slot, claim)
         if slot.state == State.BACKFILL:
             self._backfill_destination(slot, State.CLAIMED, "claimed by " + (inp.client or "a schedd"), claim)
             return self._reply(inp, cmd, True, "", claim.id, slot.name, rank=claim.rank)
-        if slot.state == State.CLAIMED and slot.claim is not None:
-            ok, why = self._start_for(slot, job)
-            if not ok:
-                return self._reply(inp, cmd, False, why, inp.claim_id, slot.name)
-            cur = slot.claim.rank
-            if slot.pre is not None:
-                return self._reply(inp, cmd, False, f"{slot.name} is already being preempted by a better claim",
-                                   inp.claim_id, slot.name)
-            if claim.rank <= cur:
-                return self._reply(inp, cmd, False, f"not better by RANK: the job ranks {claim.rank:g}, the current "
-                                   f"claim {cur:g}", inp.claim_id, slot.name)
-            slot.pre = claim
-            self._publish_claim(slot)
-            self._changed.add(slot.name)
-            self._reply(inp, cmd, True, "", claim.id, slot.name, rank=claim.rank, preempting=True)
-            self._eval_slot(slot)
-            return None
+        if slot.state in (State.OWNER, State.UNCLAIMED, State.MATCHED, State.DRAINED):
+            if self._accept_claim(slot, claim, "claimed by " + (inp.client or "a schedd")):
+                return self._reply(inp, cmd, True, "", claim.id, slot.name, rank=claim.rank)
+            return self._reply(inp, cmd, False, "the claiming protocol failed: the slot's policy does not keep "
+                               "the claim", claim.id, slot.name)
         return self._reply(inp, cmd, False, f"{slot.name} is {slot.state.value}/{slot.activity.value} and cannot be "
                            "claimed", inp.claim_id, slot.name)
+
+    def _request_preemption(self, inp: RequestClaim, slot: Slot, claim: Claim) -> None:
+        """request_claim on a claimed slot: the new claim preempts the current one unless its RANK is
+        strictly lower (an equal RANK is preemption by user priority, which the negotiator decided). A
+        second preempting claim replaces the first unless it ranks strictly lower than it."""
+        cmd = "request_claim"
+        assert slot.claim is not None
+        cur = slot.claim.rank
+        if slot.pre is not None and claim.rank < slot.pre.rank:
+            return self._reply(inp, cmd, False, f"the job ranks {claim.rank:g}, lower than the claim already "
+                               f"preempting {slot.name} ({slot.pre.rank:g})", claim.id, slot.name)
+        if claim.rank < cur:
+            return self._reply(inp, cmd, False, f"not enough RANK to preempt: the job ranks {claim.rank:g}, the "
+                               f"current claim {cur:g}", claim.id, slot.name)
+        slot.pre = claim
+        self._publish_claim(slot)
+        self._changed.add(slot.name)
+        by = "machine RANK" if claim.rank > cur else "user priority"
+        self._reply(inp, cmd, True, "", claim.id, slot.name, rank=claim.rank, preempting=True, preempting_by=by)
+        self._eval_slot(slot)
+        return None
 
     def _on_activate(self, inp: ActivateClaim) -> None:
         cmd = "activate_claim"
@@ -176,11 +183,14 @@ class Engine(ResMgr):
         if slot.state != State.CLAIMED or slot.activity != Activity.IDLE:
             return self._reply(inp, cmd, False, f"{slot.name} is {slot.state.value}/{slot.activity.value}, not "
                                "Claimed/Idle", c.id, slot.name)
-        if self._worklife_expired(slot):
-            return self._reply(inp, cmd, False, "CLAIM_WORKLIFE expired: the claim accepts no more jobs", c.id,
-                               slot.name)
-        if inp.job is not None:
-            c.job = inp.job
+        # activate_claim: the slot's Requirements (as reqexp_restore publishes them) must hold for the job
+        # that is activated; the claim's RANK is taken again for it
+        job = inp.job if inp.job is not None else c.job
+        ok, why = self._willing_to_run_claim(slot, job)
+        if not ok:
+            return self._reply(inp, cmd, False, f"the slot does not match the job: {why}", c.id, slot.name)
+        c.job = job
+        c.rank = self._rank_for(slot, job)
         self._start_job(slot, c, "claim activated")
         self._reply(inp, cmd, True, "", c.id, slot.name)
         return None
@@ -255,9 +265,13 @@ class Engine(ResMgr):
             self._reply(inp, "release_claim", True, "", c.id, slot.name)
             self._eval_slot(slot)
             return None
+        if slot.state not in (State.CLAIMED, State.MATCHED):
+            return self._reply(inp, "release_claim", False, f"{slot.name} is {slot.state.value}/"
+                               f"{slot.activity.value}: the claim is ending already", c.id, slot.name)
         self._reply(inp, "release_claim", True, "", c.id, slot.name)
-        if slot.state == State.CLAIMED:
-            self._change(slot, State.PREEMPTING, Activity.VACATING, "claim released by the schedd")
+        # command_release_claim: the schedd is gone or no longer cares what the starter says, so the claim
+        # is killed rather than vacated (kill_claim, since HTCondor 24.10.2)
+        self._kill_claim(slot, "claim released by the schedd")
         return None
 
     def _on_keepalive(self, inp: Keepalive) -> None:
@@ -310,27 +324,10 @@ class Engine(ResMgr):
                                        f"draining check expression does not evaluate to a bool on {s.name}")
                 if v is False:
                     return self._reply(inp, "drain", False, f"draining check expression is false on {s.name}")
-        self._draining = True
-        self._drain_how = inp.how
-        self._drain_resume = inp.resume_on_completion
-        self._drain_reason = inp.reason
-        self._drain_id += 1
-        self._drain_start = start_node
-        self._last_drain_start = self.now
-        for s in self.slots.values():
-            self._publish_draining(s)
-            self._publish_requirements(s)
-            self._changed.add(s.name)
+        on_completion = inp.on_completion or ("resume" if inp.resume_on_completion else "nothing")
+        self._start_draining(inp.how, on_completion, inp.reason, start_node)
         self._reply(inp, "drain", True, request_id=str(self._drain_id))
-        for slot in self._slot_list():
-            if slot.deleted:
-                continue
-            if inp.how == "fast":
-                self._kill_claim(slot, "draining (fast)")
-            else:
-                self._retire(slot, f"draining ({inp.how})", reversible=True)
-            if not slot.deleted:
-                self._eval_slot(slot)
+        self._release_for_draining()
         return None
 
     def _on_cancel_drain(self, inp: CancelDrain) -> None:

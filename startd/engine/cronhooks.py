@@ -193,9 +193,11 @@ def hook_timeout(conf: Any, keyword: str, hook: str) -> float:
     return v if v is not None and v > 0 else HOOK_TIMEOUTS.get(hook, 60.0)
 
 
-def slot_keyword(conf: Any, slot_id: int) -> str | None:
-    """The fetch-work keyword of a slot: SLOT<N>_JOB_HOOK_KEYWORD, else STARTD_JOB_HOOK_KEYWORD."""
-    kw = conf.get(f"SLOT{slot_id}_JOB_HOOK_KEYWORD") or conf.get("STARTD_JOB_HOOK_KEYWORD")
+def slot_keyword(conf: Any, slot_name: str, type_id: int) -> str | None:
+    """Resource::getHookKeyword: ``<slot name>_JOB_HOOK_KEYWORD`` (``SLOT1_JOB_HOOK_KEYWORD``; a dynamic
+    slot reads ``SLOT1_2_JOB_HOOK_KEYWORD``), else STARTD_JOB_HOOK_KEYWORD, its slot type's first."""
+    kw = conf.get(f"{slot_name}_JOB_HOOK_KEYWORD") or conf.get(f"SLOT_TYPE_{type_id}_STARTD_JOB_HOOK_KEYWORD") \
+        or conf.get("STARTD_JOB_HOOK_KEYWORD")
     return kw.strip() if kw and kw.strip() else None
 
 

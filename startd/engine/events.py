@@ -19,6 +19,7 @@ from ..classad import ClassAd
 
 DrainHow = _Lit["graceful", "quick", "fast"]
 ShutdownHow = _Lit["graceful", "peaceful", "fast"]
+OnCompletion = _Lit["nothing", "resume", "exit", "restart", "reconfig"]
 
 
 # --- inputs --------------------------------------------------------------------------------------
@@ -128,11 +129,16 @@ class Vacate(Command):
 
 @dataclass(frozen=True, slots=True)
 class Drain(Command):
+    """condor_drain. ``on_completion`` is what happens once every slot is Drained/Idle: nothing, resume
+    (draining ends), exit (the startd shuts down), restart (it starts afresh) or reconfig (draining ends
+    and the configuration is read again); ``resume_on_completion`` is the older spelling of resume."""
+
     how: DrainHow = "graceful"
     resume_on_completion: bool = False
     reason: str = ""
     check: str | None = None  # an expression every slot must satisfy before draining starts
     start: str | None = None  # START expression while draining (default false)
+    on_completion: OnCompletion | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,4 +357,8 @@ class RunHook(Output):
 
 @dataclass(frozen=True, slots=True)
 class ShutdownComplete(Output):
-    """Every slot is idle after a shutdown: the shell may exit."""
+    """Every slot is idle after a shutdown: the shell may exit (and start again when ``restart``, as
+    condor_drain -restart-on-completion asks)."""
+
+    restart: bool = False
+    reason: str = ""

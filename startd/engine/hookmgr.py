@@ -20,7 +20,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from ..classad import ClassAd
 from ..classad.ast import Node
 from ..classad.evaluate import evaluate_node
 from .claim import Claim
@@ -98,7 +97,7 @@ class StartdHookMgr(ResState):
         """Resource::tryFetchWork."""
         if slot.deleted or self._shutdown is not None or slot.fetching:
             return
-        kw = slot_keyword(self.conf, slot.spec.id)
+        kw = slot_keyword(self.conf, slot.name, slot.spec.parent_type_id)
         if kw is None or hook_path(self.conf, kw, "FETCH_WORK") is None:
             return
         delay = self._fetch_delay(slot)
@@ -112,17 +111,6 @@ class StartdHookMgr(ResState):
         slot.fetch_at = None
         ad = self._current_ad(slot)
         self._run_hook(slot, kw, "FETCH_WORK", ad.to_old())
-
-    def _willing_to_run(self, slot: Slot, job: ClassAd) -> bool:
-        """Resource::willingToRun: START true for the job, and the job's Requirements not false."""
-        if self._draining or self._shutdown is not None or slot.state == State.DRAINED:
-            return False
-        if _bool(self._eval(slot, "Start", job)) is not True:
-            return False
-        node = job.get_node("Requirements")
-        if node is not None and _bool(evaluate_node(node, job, slot.ad, self.now)) is False:
-            return False
-        return True
 
     def _fetch_done(self, slot: Slot, inp: HookResult) -> None:
         """StartdHookMgr::handleHookFetchWork + Resource::fetchCompleted."""
@@ -139,12 +127,22 @@ class StartdHookMgr(ResState):
             self._reset_fetch_timer(slot)
             return
         job = job.copy()
-        kw = slot_keyword(self.conf, slot.spec.id) or ""
+        kw = slot_keyword(self.conf, slot.name, slot.spec.parent_type_id) or ""
+        if slot.spec.kind == "Static":
+            # handleHookFetchWork: work fetched for a static slot gets the requests WithinResourceLimits reads
+            for attr in ("RequestCpus", "RequestMemory", "RequestDisk"):
+                if job.lookup(attr) is None:
+                    job[attr] = 1
+        # The slot's keyword is given to work that names none *before* the slot judges it, so a START that
+        # reads HookKeyword never admits work it would refuse once the keyword is there. (HTCondor adds it
+        # after the check, which only its partitionable slots make up for, when the dynamic slot is carved.)
+        if not isinstance(job.evaluate("HookKeyword"), str):
+            job["HookKeyword"] = kw
         rank = 0.0
         willing = True
         if slot.state == State.PREEMPTING:
             willing = False  # the previous job is still on its way out
-        elif not self._willing_to_run(slot, job):
+        elif self._shutdown is not None or not self._willing_to_run_claim(slot, job)[0]:
             willing = False
         else:
             rank = self._rank_for(slot, job)
@@ -152,8 +150,6 @@ class StartdHookMgr(ResState):
                 # no user priority for fetched work: only a strictly better RANK preempts
                 if rank <= c.rank or slot.pre is not None:
                     willing = False
-        if not isinstance(job.evaluate("HookKeyword"), str):
-            job["HookKeyword"] = kw
         self._hook_seq += 1
         claim = Claim(id=f"fetch#{slot.name}#{self._hook_seq}", job=job, rank=rank, fetched=True)
         target = slot
@@ -187,8 +183,7 @@ class StartdHookMgr(ResState):
         elif slot.state == State.BACKFILL:
             self._backfill_destination(slot, State.CLAIMED, "claimed by fetched work", claim)
         else:
-            slot.claim = claim
-            self._change(slot, State.CLAIMED, Activity.IDLE, "claimed by fetched work")
+            self._accept_claim(slot, claim, "claimed by fetched work")
 
     def _carve_for_fetch(self, p: Slot, claim: Claim) -> Slot | None:
         """A dynamic slot for fetched work, carved as for a schedd's claim; None when it does not fit."""
@@ -212,7 +207,7 @@ class StartdHookMgr(ResState):
         self._change(slot, State.PREEMPTING, Activity.VACATING, reason)
 
     def _hook_evict_claim(self, slot: Slot, c: Claim) -> None:
-        kw = slot_keyword(self.conf, slot.spec.id)
+        kw = slot_keyword(self.conf, slot.name, slot.spec.parent_type_id)
         if kw is None:
             return
         stdin = c.job.to_old() + "-----\n" + slot.ad.to_old() + f'ClaimId = "{c.id}"\n'

@@ -36,6 +36,20 @@ POLICY_ATTRS: tuple[tuple[str, str], ...] = (
 
 DEFAULT_JOB_ATTRS = ("JobUniverse", "NiceUser", "ExecutableSize", "ImageSize")
 
+# The attributes a slot type may override (Resource::publish_slot_config_overrides): a configured
+# SLOT_TYPE_<N>_<name> replaces the global value in that type's slots and in their dynamic slots. The knob is
+# spelt as the attribute (SLOT_TYPE_1_MaxJobRetirementTime, SLOT_TYPE_1_IsOwner; not SLOT_TYPE_1_IS_OWNER).
+TYPE_OVERRIDES = (
+    "START", "SUSPEND", "CONTINUE", "PREEMPT", "KILL", "WANT_SUSPEND", "WANT_VACATE", "WANT_HOLD",
+    "WANT_HOLD_REASON", "WANT_HOLD_SUBCODE", "CLAIM_WORKLIFE", "MaxJobRetirementTime", "MachineMaxVacateTime",
+    "PERIODIC_CHECKPOINT", "RunBenchmarks", "Rank", "SUSPEND_VANILLA", "CONTINUE_VANILLA", "PREEMPT_VANILLA",
+    "KILL_VANILLA", "WANT_SUSPEND_VANILLA", "WANT_VACATE_VANILLA", "START_BACKFILL", "EVICT_BACKFILL",
+    "HIBERNATE", "SlotWeight", "IsOwner", "CpuBusy",
+)
+
+# Slot types are numbered 0 (the slots NUM_SLOTS makes) to MAX_SLOT_TYPES - 1.
+MAX_SLOT_TYPES = 10
+
 
 @dataclass(slots=True)
 class PolicyKnobs:
@@ -50,6 +64,7 @@ class PolicyKnobs:
     alive_interval: float = 300
     max_claim_alives_missed: float = 6
     killing_timeout: float = 30
+    max_draining_activation_delay: float = 20  # Claim::waitingForActivation
     slots_on_keyboard: int = 0
     slots_on_console: int = 0
     keyboard_boost: float = 1200
@@ -57,6 +72,11 @@ class PolicyKnobs:
     default_drain_start: Node | None = None  # DEFAULT_DRAINING_START_EXPR
     qube: dict[str, str] = field(default_factory=dict)  # Qube* attributes from their knobs
     slot_attrs_on: bool = False  # STARTD_SLOT_ATTRS / STARTD_SLOT_EXPRS
+    by_type: dict[int, dict[str, Node]] = field(default_factory=dict)  # slot type -> its overridden nodes
+
+    def for_type(self, type_id: int) -> dict[str, Node]:
+        """The policy expressions of a slot of type ``type_id``: the global ones with the type's overrides."""
+        return self.by_type.get(type_id, self.nodes)
 
 
 def _expression(conf: Any, knob: str) -> Node | None:
@@ -108,6 +128,16 @@ def read_policy(conf: Any) -> PolicyKnobs:
             nodes.setdefault(name, node)
         latch.append((name, node))
     job_attrs = conf.get("STARTD_JOB_ATTRS")
+    by_type: dict[int, dict[str, Node]] = {}
+    names = {a.lower(): a for a in nodes}
+    for t in range(MAX_SLOT_TYPES):
+        over: dict[str, Node] = {}
+        for name in TYPE_OVERRIDES:
+            node = _expression(conf, f"SLOT_TYPE_{t}_{name}")
+            if node is not None:
+                over[names.get(name.lower(), name)] = node
+        if over:
+            by_type[t] = {**nodes, **over}
     enable = (conf.get("ENABLE_BACKFILL") or "false").strip().lower() in ("true", "1", "yes", "t")
     return PolicyKnobs(
         nodes=nodes,
@@ -119,6 +149,7 @@ def read_policy(conf: Any) -> PolicyKnobs:
         alive_interval=num("ALIVE_INTERVAL", 300),
         max_claim_alives_missed=num("MAX_CLAIM_ALIVES_MISSED", 6),
         killing_timeout=num("KILLING_TIMEOUT", 30),
+        max_draining_activation_delay=num("MAX_DRAINING_ACTIVATION_DELAY", 20),
         slots_on_keyboard=int(num("SLOTS_CONNECTED_TO_KEYBOARD", 0)),
         slots_on_console=int(num("SLOTS_CONNECTED_TO_CONSOLE", 0)),
         keyboard_boost=num("DISCONNECTED_KEYBOARD_IDLE_BOOST", 1200),
@@ -127,4 +158,5 @@ def read_policy(conf: Any) -> PolicyKnobs:
         qube=qube_knob_attrs(conf),
         slot_attrs_on=bool((conf.get("STARTD_SLOT_ATTRS") or "").strip()
                            or (conf.get("STARTD_SLOT_EXPRS") or "").strip()),
+        by_type=by_type,
     )

@@ -26,9 +26,9 @@ from .cronhooks import CronAds
 from .events import AdChanged, HostSample, Output, Reply, RequestClaim, ShutdownComplete, SlotCreated, SlotDeleted
 from .hookmgr import StartdHookMgr
 from .policy import PolicyKnobs, read_policy
-from .resource import REQ_FITS, Slot
+from .resource import REQ, Slot
 from .resstate import Timer
-from .states import STATE_ORDER, Activity, State
+from .states import Activity, State
 
 
 class ResMgr(StartdHookMgr):
@@ -59,7 +59,9 @@ class ResMgr(StartdHookMgr):
         self._backfill_kill_deadline: float | None = None
         self._draining = False
         self._drain_how = "graceful"
-        self._drain_resume = False
+        self._drain_on_completion = "nothing"
+        self._mjrt_override: int | None = None  # final draining's MaxJobRetirementTime
+        self._shutdown_restart = False
         self._drain_reason = ""
         self._drain_id = 0
         self._drain_start: Node | None = None
@@ -174,44 +176,61 @@ class ResMgr(StartdHookMgr):
             condor_total += slot_load
         owner_total = max(self._owner_load_total, 0.0)
         total_load = owner_total + condor_total
-
-        def order(s: Slot) -> tuple[int, float, int, int]:
-            rank = s.claim.rank if (s.claim is not None and s.state in (State.CLAIMED, State.PREEMPTING)) else 0.0
-            return (STATE_ORDER[s.state], rank, s.spec.id, s.spec.sub_id or 0)
-
-        ordered = sorted(self.slots.values(), key=order)
-        remaining = owner_total
+        self._assign_load_to_slots(owner_total)
         kbd = self._keyboard_idle(now)
         con = self._console_idle(now)
         maxidle = (now - self._start_time) + self.knobs.keyboard_boost
-        n_con, n_kbd = self.knobs.slots_on_console, self.knobs.slots_on_keyboard
         lt = _time.localtime(now) if self.utc_offset is None else _time.gmtime(now + self.utc_offset)
         clock_min, clock_day = lt.tm_hour * 60 + lt.tm_min, (lt.tm_wday + 1) % 7
-        for s in ordered:
-            cpus = float(s.resources.cpus)
-            if remaining < cpus:
-                s.owner_load, remaining = remaining, 0.0
-            else:
-                s.owner_load, remaining = cpus, remaining - cpus
-            if not s.spec.partitionable:
-                n_con -= 1
-                n_kbd -= 1
-                if n_con < 0:
-                    con = maxidle
-                if n_kbd < 0:
-                    kbd = con
-            s.console_idle, s.keyboard_idle = con, kbd
+        for s in self._slot_list():
+            # ResMgr::assign_idle_to_slots: by slot id (a dynamic slot has its partitionable slot's); a slot
+            # not connected to the console or the keyboard sees the startd's age plus the boost
+            s.console_idle = con if s.spec.id <= self.knobs.slots_on_console else maxidle
+            s.keyboard_idle = kbd if s.spec.id <= self.knobs.slots_on_keyboard else maxidle
             ad = s.ad
             ad["LoadAvg"] = round(s.owner_load + ad.evaluate("CondorLoadAvg"), 4)
             ad["TotalLoadAvg"] = round(total_load, 4)
             ad["TotalCondorLoadAvg"] = round(condor_total, 4)
-            ad["KeyboardIdle"] = int(kbd)
-            ad["ConsoleIdle"] = int(con)
+            ad["KeyboardIdle"] = int(s.keyboard_idle)
+            ad["ConsoleIdle"] = int(s.console_idle)
             ad["ClockMin"] = clock_min
             ad["ClockDay"] = clock_day
             if s.claim is not None and s.state in (State.CLAIMED, State.PREEMPTING):
                 self._publish_claim(s)
         self._condor_load = condor_total
+
+    def _assign_load_to_slots(self, owner_total: float) -> None:
+        """ResMgr::assign_load_to_slots (HTCondor 24.0 and later): the load that is not HTCondor's goes to
+        Owner slots, then Unclaimed slots, then every other slot, in slot order, each taking up to its
+        whole share of cpus; a dynamic slot takes, up to its own cpus, what its partitionable slot was
+        given beyond the cpus it has left."""
+        order = self._slot_list()
+        remaining = owner_total
+
+        def distribute(s: Slot) -> None:
+            nonlocal remaining
+            cpus = float(s.spec.resources.cpus)
+            take = min(remaining, cpus)
+            s.owner_load, remaining = take, remaining - take
+
+        for s in order:
+            s.owner_load = 0.0
+        for wanted in (State.OWNER, State.UNCLAIMED):
+            for s in order:
+                if not s.dynamic and s.state == wanted:
+                    distribute(s)
+        for s in order:
+            parent = self.slots.get(s.parent_name or "") if s.dynamic else None
+            if parent is not None:
+                excess = max(0.0, parent.owner_load - float(parent.resources.cpus))
+                if excess > 0.05:
+                    excess = min(excess, float(s.spec.resources.cpus))
+                    parent.owner_load -= excess
+                else:
+                    excess = 0.0
+                s.owner_load = excess
+            elif not s.dynamic and s.state not in (State.OWNER, State.UNCLAIMED):
+                distribute(s)
 
     def _keyboard_idle(self, now: float) -> float:
         if self._kbd_active:
@@ -226,6 +245,10 @@ class ResMgr(StartdHookMgr):
         return max(v + (now - at), 0.0)
 
     def _claim_pslot(self, inp: RequestClaim, p: Slot, claim: Claim) -> None:
+        """request_claim on a partitionable slot: create_dslot carves a dynamic slot when the partitionable
+        slot's Requirements (``START && WithinResourceLimits``, after MODIFY_REQUEST_EXPR_*) hold for the
+        job; the new slot must be willing to run it too; it is then claimed straight from its first state,
+        Owner (accept_request_claim). A refusal sends the partitionable slot through Owner (abort_claim)."""
         cmd = "request_claim"
         if p.state not in (State.UNCLAIMED, State.OWNER, State.MATCHED, State.DRAINED):
             return self._reply(inp, cmd, False, f"{p.name} is {p.state.value}/{p.activity.value} and cannot be "
@@ -233,13 +256,18 @@ class ResMgr(StartdHookMgr):
         if not self._disk_known:
             return self._reply(inp, cmd, False, f"{p.name} cannot be carved: no disk figure is known for this "
                                "machine (the host sample has none and DISK is not set)", claim.id, p.name)
-        # START was checked above (or the draining START); what is left is whether the job fits. The
-        # published Requirements are False while Matched, which must not stop the claim the match was for.
+        ok, why = self._start_accepts(p, claim.job)
+        start = self._restored_start(p)
+        if not ok or start is None:
+            return self._refuse_claim(inp, p, why, claim.id)
+        # The Requirements as reqexp_restore publishes them: Matched slots publish False, which must not
+        # stop the claim the match was for.
         machine = p.ad.copy()
-        machine["Requirements"] = Expr(REQ_FITS)
+        machine["Start"] = Expr(start)
+        machine["Requirements"] = Expr(REQ)
         got = _slots.carve(p.spec, p.resources, claim.job, machine, self.conf, layout=self.layout)
         if isinstance(got, str):
-            return self._reply(inp, cmd, False, got, claim.id, p.name)
+            return self._refuse_claim(inp, p, got, claim.id)
         assert p.ids is not None
         sub_id = p.ids.next()
         held = [self.slots[c].spec for c in p.children if c in self.slots]
@@ -251,14 +279,25 @@ class ResMgr(StartdHookMgr):
         self._latch_update(d, self.now)
         self._refresh_dynamic(self.now)
         d.entered_state = d.entered_activity = self.now
-        d.claim = claim
-        self._change(d, State.UNCLAIMED, Activity.IDLE, "dynamic slot created for a claim")
-        claim.rank = self._rank_for(d, claim.job)
-        self._change(d, State.CLAIMED, Activity.IDLE, "claimed by " + (inp.client or "a schedd"))
+        willing, why = self._willing_to_run_claim(d, claim.job)
+        if not willing:
+            self._delete_slot(d, "the new dynamic slot is not willing to run the job")
+            return self._refuse_claim(inp, p, why, claim.id)
+        claim.rank = self._rank_for(p, claim.job)
+        if not self._accept_claim(d, claim, "claimed by " + (inp.client or "a schedd")):
+            return self._reply(inp, cmd, False, "the claiming protocol failed: the slot's policy does not keep "
+                               "the claim", claim.id, p.name)
         if p.state == State.MATCHED:
             self._change(p, State.OWNER, Activity.IDLE, "match used by a dynamic slot")
         self._reply(inp, cmd, True, "", claim.id, d.name, rank=claim.rank, parent=p.name)
         return None
+
+    def _refuse_claim(self, inp: RequestClaim, slot: Slot, why: str, claim_id: str) -> None:
+        """A claim request refused once the claiming protocol began: abort_claim sends an Unclaimed,
+        Matched or Drained slot through the Owner state (where IS_OWNER decides again)."""
+        self._reply(inp, "request_claim", False, why, claim_id, slot.name)
+        if slot.state in (State.UNCLAIMED, State.MATCHED, State.DRAINED):
+            self._change(slot, State.OWNER, Activity.IDLE, "claiming protocol failed")
 
     def _adopt_disk(self, inp: HostSample) -> None:
         """The first disk figure of a machine that started without one: size the slots' disk by it.
@@ -288,8 +327,9 @@ class ResMgr(StartdHookMgr):
     # ------------------------------------------------------------------ passes and timers
 
     def _needs_polling(self) -> bool:
+        """ResMgr::needsPolling: a slot that is Claimed, Preempting or in Backfill, or HTCondor load."""
         for s in self.slots.values():
-            if s.state in (State.CLAIMED, State.PREEMPTING, State.BACKFILL):
+            if s.state in (State.CLAIMED, State.PREEMPTING, State.BACKFILL) and not s.spec.partitionable:
                 return True
         return getattr(self, "_condor_load", 0.0) > 0
 
@@ -304,16 +344,20 @@ class ResMgr(StartdHookMgr):
                 continue
             self._latch_update(slot, now)
             self._eval_slot(slot)
-        for slot in self._slot_list():
-            self._try_fetch(slot)
         self._check_polling(now)
 
     def _check_polling(self, now: float) -> None:
+        """ResMgr::check_polling, at the end of each evaluation pass: poll every POLLING_INTERVAL while it
+        is needed, else stop (so one more poll follows the end of the last claim)."""
         if self._needs_polling():
-            if self._next_poll is None:
-                self._next_poll = now + self.knobs.polling_interval
+            self._start_poll_timer()
         else:
             self._next_poll = None
+
+    def _start_poll_timer(self) -> None:
+        """ResMgr::start_poll_timer: the first poll comes POLLING_INTERVAL from now."""
+        if self._next_poll is None:
+            self._next_poll = self.now + self.knobs.polling_interval
 
     def next_wakeup(self) -> float | None:
         """The exact time of the next timer, or None when nothing is scheduled."""
@@ -369,20 +413,111 @@ class ResMgr(StartdHookMgr):
 
     # ------------------------------------------------------------------ draining and backfill, machine-wide
 
+    def _start_draining(self, how: str, on_completion: str, reason: str, start: Node | None) -> None:
+        """ResMgr::startDraining, once the request is known to be good: the machine drains from now on
+        (the claims are released by :meth:`_release_for_draining`, after the command's reply)."""
+        self._draining = True
+        self._drain_how = how
+        self._drain_on_completion = on_completion
+        self._drain_reason = reason
+        self._drain_id += 1
+        self._drain_start = start if how == "graceful" else None
+        self._last_drain_start = self.now
+        for s in self._slot_list():
+            self._publish_draining(s)
+            self._publish_requirements(s)
+            self._changed.add(s.name)
+
+    def _release_for_draining(self) -> None:
+        """Graceful draining honours retirement, reversibly (jobs retire toward the machine's coordinated
+        end); quick draining retires irreversibly, without coordination; fast draining kills. Then every
+        slot is evaluated (update_all)."""
+        how = self._drain_how
+        for slot in self._slot_list():
+            if slot.deleted:
+                continue
+            if how == "fast":
+                self._kill_claim(slot, "draining (fast)")
+            else:
+                self._retire(slot, f"draining ({how})", reversible=how == "graceful")
+        self._update_all()
+
     def _cancel_drain(self) -> None:
+        """ResMgr::cancelDraining: draining ends, every slot is available again and evaluated at once."""
         self._draining = False
         self._drain_reason = ""
         self._drain_start = None
+        self._drain_on_completion = "nothing"
+        self._mjrt_override = None
         self._last_drain_stop = self.now
+        for s in self._slot_list():
+            self._publish_draining(s)
+            self._publish_requirements(s)
+            self._changed.add(s.name)
+        self._update_all()
+
+    def _update_all(self) -> None:
+        """ResMgr::update_all: evaluate every slot now."""
+        for s in self._slot_list():
+            if not s.deleted:
+                self._eval_slot(s)
+        self._check_polling(self.now)
+
+    def _draining_is_complete(self) -> bool:
+        return self._draining and all(s.state == State.DRAINED for s in self.slots.values())
+
+    def _consider_resuming(self) -> None:
+        """ResMgr::considerResumingAfterDraining: once every slot is Drained/Idle, do what the drain
+        request asked on completion."""
+        how = self._drain_on_completion
+        if not self._draining or how == "nothing":
+            return
+        if not all(s.state == State.DRAINED and s.activity == Activity.IDLE for s in self.slots.values()):
+            return
+        if how in ("exit", "restart"):
+            if self._shutdown is None:
+                self._shutdown = "graceful"
+                self._shutdown_restart = how == "restart"
+                for s in self._slot_list():
+                    self._publish_requirements(s)
+                    self._changed.add(s.name)
+            return
+        self._cancel_drain()
+
+    def _check_drain_completion(self) -> None:
+        """ResMgr::checkForDrainCompletion: when every claimed slot left runs a job accepted while
+        draining (the jobs that were running when draining began are all gone), final draining begins:
+        the draining START is dropped, MaxJobRetirementTime becomes 0 on every slot and every claim is
+        retired (reversibly), so the scavengers are vacated within their vacate time."""
+        if not self._draining:
+            return
+        for s in self.slots.values():
+            if s.accepted_while_draining or s.spec.partitionable:
+                continue
+            if s.state in (State.CLAIMED, State.PREEMPTING) or (
+                    s.state == State.BACKFILL and s.activity != Activity.IDLE):
+                return
+        self._drain_start = None
+        self._mjrt_override = 0
         for s in self._slot_list():
             self._publish_draining(s)
             self._publish_requirements(s)
             self._changed.add(s.name)
         for s in self._slot_list():
             if not s.deleted:
-                self._eval_slot(s)
+                self._retire(s, "final draining: every job running when draining began has finished",
+                             reversible=True)
+
+    def _reset_max_job_retirement_time(self) -> None:
+        if self._mjrt_override is None:
+            return
+        self._mjrt_override = None
+        for s in self._slot_list():
+            self._publish_draining(s)
+            self._changed.add(s.name)
 
     def _backfill_gone(self) -> None:
+        """The backfill client is gone (it exited, or its kill deadline passed)."""
         self._backfill_running = False
         self._backfill_kill_deadline = None
         users, self._backfill_users = self._backfill_users, set()
@@ -393,11 +528,8 @@ class ResMgr(StartdHookMgr):
                 self._change(slot, State.BACKFILL, Activity.IDLE, "backfill client gone")
                 self._after_backfill(slot)
             elif slot.activity == Activity.BUSY and slot.name in users:
+                # ResState::starterExited; the client is spawned again by the next periodic evaluation
                 self._change(slot, State.BACKFILL, Activity.IDLE, "backfill client exited")
-                # the manual: Backfill/Idle immediately tries to respawn the client (transition 26)
-                if self._shutdown is None:
-                    self._refresh_dynamic(self.now)
-                    self._eval_slot(slot)
 
     # ------------------------------------------------------------------ what the shells read
 
@@ -418,7 +550,8 @@ class ResMgr(StartdHookMgr):
             if not any(s.state in (State.CLAIMED, State.PREEMPTING) or
                        (s.state == State.BACKFILL and s.activity != Activity.IDLE) for s in self.slots.values()):
                 self._shutdown_done = True
-                self._emit(ShutdownComplete(self.now))
+                self._emit(ShutdownComplete(self.now, restart=self._shutdown_restart,
+                                            reason="draining completed" if self._draining else ""))
         self._publish_derived()
         for name in self._order:
             if name in self._changed and name in self.slots:

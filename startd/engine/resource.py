@@ -34,11 +34,9 @@ _CLAIM_ATTRS = ("RemoteOwner", "RemoteUser", "ClientMachine", "JobId", "JobStart
                 "TotalJobSuspendTime", "TotalClaimRunTime", "TotalClaimSuspendTime", "PreemptingRank",
                 "PreemptingOwner", "PreemptingUser", "GlobalJobId", "JobUniverse", "NumPids", "PublicClaimId")
 
-# HTCondor's Requirements: plain START for a static slot; a partitionable or dynamic slot also checks
-# that the job fits what the slot holds.
-_REQ_STATIC = parse_node("START")
-_REQ_SIZED = parse_node("START && (WithinResourceLimits)")
-REQ_FITS = parse_node("WithinResourceLimits")
+# HTCondor's Requirements on every slot (Resource::publish_requirements): the job must satisfy START and
+# fit what the slot holds.
+REQ = parse_node("START && WithinResourceLimits")
 
 # The configuration of the machine's identity, published on every slot ad (name, knob, default).
 _IDENTITY_ATTRS = (("OpSys", "OPSYS", "LINUX"), ("Arch", "ARCH", "X86_64"))
@@ -76,6 +74,7 @@ class Slot:
     fetching: bool = False  # the FETCH_WORK hook is running for this slot
     fetch_done: float | None = None  # when the last fetch ended (None: never fetched)
     fetch_at: float | None = None  # when to try fetching next
+    accepted_while_draining: bool = False  # the last job started here started while the machine drained
 
     @property
     def name(self) -> str:
@@ -112,7 +111,8 @@ class ResourceBase:
     _qube_gone: set[str]
     _shutdown: str | None
     _draining: bool
-    _drain_resume: bool
+    _drain_on_completion: str
+    _mjrt_override: int | None
     _drain_how: str
     _drain_reason: str
     _drain_id: int
@@ -143,7 +143,7 @@ class ResourceBase:
             else:
                 ad[name] = expr
                 slot.config_attrs.add(name)
-        for attr, node in self.knobs.nodes.items():
+        for attr, node in self._policy_of(slot).items():
             ad[attr] = Expr(node)
         for k, v in self._bench.items():
             ad[k] = v
@@ -180,19 +180,31 @@ class ResourceBase:
         ad["EnteredCurrentActivity"] = int(slot.entered_activity)
 
     def _publish_requirements(self, slot: Slot) -> None:
-        # Requirements = START while willing; FALSE while Matched, Preempting or drained/draining
-        # (HTCondor's Reqexp unavail()), or the draining START expression when one is given.
+        """Resource::publish_requirements (Reqexp): while the slot is available, Requirements is
+        ``START && WithinResourceLimits`` on every kind of slot. It is unavailable while Matched or
+        Preempting and while the startd shuts down (Requirements False), and while the machine drains
+        (``reqexp_unavail(getDrainingExpr())``): then START *is* the draining START expression, or, with
+        none, Requirements is False."""
         ad = slot.ad
-        if slot.state in (State.MATCHED, State.PREEMPTING):
+        start = self._policy_of(slot)["Start"]
+        if slot.state in (State.MATCHED, State.PREEMPTING) or self._shutdown is not None:
+            ad["Start"] = Expr(start)
             ad["Requirements"] = False
-        elif slot.state == State.DRAINED or (self._draining and slot.state != State.CLAIMED):
-            ad["Requirements"] = Expr(self._drain_start) if self._drain_start is not None else False
-        elif self._shutdown is not None:
-            ad["Requirements"] = False
+        elif self._draining or slot.state == State.DRAINED:
+            if self._drain_start is not None:
+                ad["Start"] = Expr(self._drain_start)
+                ad["Requirements"] = Expr(REQ)
+            else:
+                ad["Start"] = Expr(start)
+                ad["Requirements"] = False
         else:
-            ad["Requirements"] = Expr(_REQ_STATIC if slot.spec.kind == "Static" else _REQ_SIZED)
+            ad["Start"] = Expr(start)
+            ad["Requirements"] = Expr(REQ)
 
     def _publish_draining(self, slot: Slot) -> None:
+        """ResMgr::publish_draining_attrs and Resource::refresh_draining_attrs: Draining, DrainReason and
+        DrainingRequestId while draining; AcceptedWhileDraining always; MaxJobRetirementTime = 0 during
+        final draining."""
         ad = slot.ad
         if self._draining:
             ad["Draining"] = True
@@ -206,6 +218,11 @@ class ResourceBase:
             ad["LastDrainStartTime"] = int(self._last_drain_start)
         if self._last_drain_stop:
             ad["LastDrainStopTime"] = int(self._last_drain_stop)
+        ad["AcceptedWhileDraining"] = slot.accepted_while_draining
+        if self._mjrt_override is not None:
+            ad["MaxJobRetirementTime"] = self._mjrt_override
+        else:
+            ad["MaxJobRetirementTime"] = Expr(self._policy_of(slot)["MaxJobRetirementTime"])
 
     def _publish_claim(self, slot: Slot) -> None:
         ad = slot.ad
@@ -291,6 +308,11 @@ class ResourceBase:
             if not literal_or_attr:
                 slot.ad[f"{name}Value"] = value
 
+    def _policy_of(self, slot: Slot) -> dict[str, Node]:
+        """The slot's policy expressions: the configuration's, with its slot type's SLOT_TYPE_<N>_<name>
+        overrides (a dynamic slot has its partitionable slot's type)."""
+        return self.knobs.for_type(slot.spec.parent_type_id)
+
     def _current_ad(self, slot: Slot) -> ClassAd:
         """A copy of the slot's ad as published now (a claim's clocks brought up to date)."""
         if slot.claim is not None and slot.state in (State.CLAIMED, State.PREEMPTING):
@@ -336,10 +358,11 @@ class ResourceBase:
         return _eval_to_bool(raw), knob
 
     def _is_owner(self, slot: Slot) -> tuple[bool, str]:
-        raw = self._eval(slot, "IsOwner", None)
+        """Resource::eval_is_owner: IS_OWNER with the current claim's job (if any) as TARGET."""
+        raw = self._eval(slot, "IsOwner", self._job(slot))
         b = _eval_to_bool(raw)
         if b is None:
-            # HTCondor cannot run with an IS_OWNER it cannot evaluate; keep the slot to its owner.
+            # HTCondor stops (EXCEPT) on an IS_OWNER it cannot evaluate; this startd keeps the slot to its owner.
             return True, f"IS_OWNER evaluated to {describe(raw)} (treated as true)"
         return b, f"IS_OWNER is {'true' if b else 'false'}"
 
@@ -351,6 +374,44 @@ class ResourceBase:
             return True, "START is true"
         return False, f"START is not true for this job (it evaluated to {describe(raw)})"
 
+    def _restored_start(self, slot: Slot) -> Node | None:
+        """START as reqexp_restore publishes it: the draining START while the machine drains (None when
+        draining has none: Requirements are then False), else the configured START."""
+        if self._draining or slot.state == State.DRAINED:
+            return self._drain_start
+        return self._policy_of(slot)["Start"]
+
+    def _start_accepts(self, slot: Slot, job: ClassAd) -> tuple[bool, str]:
+        """The START half of Requirements for a job (the draining START while draining)."""
+        node = self._restored_start(slot)
+        if node is None:
+            return False, f"{slot.name} is draining and does not accept new claims"
+        raw = evaluate_node(node, slot.ad, job, self.now)
+        if _eval_to_bool(raw) is True:
+            return True, ""
+        what = "the draining START" if node is not self._policy_of(slot)["Start"] else "START"
+        return False, f"{what} is not true for this job (it evaluated to {describe(raw)})"
+
+    def _willing_to_run_claim(self, slot: Slot, job: ClassAd) -> tuple[bool, str]:
+        """Resource::willingToRun with the request's job ad: Requirements as reqexp_restore publishes them,
+        ``START && WithinResourceLimits``, must be true for the job."""
+        ok, why = self._start_accepts(slot, job)
+        if not ok:
+            return False, why
+        node = self._restored_start(slot)
+        assert node is not None
+        ad = slot.ad
+        saved = ad.get_node("Start")
+        ad["Start"] = Expr(node)
+        try:
+            if _eval_to_bool(evaluate_node(REQ, ad, job, self.now)) is True:
+                return True, ""
+            raw = self._eval(slot, "WithinResourceLimits", job)
+        finally:
+            if saved is not None:
+                ad["Start"] = Expr(saved)
+        return False, f"the job asks for more than {slot.name} has (WithinResourceLimits is {describe(raw)})"
+
     def _rank_for(self, slot: Slot, job: ClassAd) -> float:
         v = self._eval(slot, "Rank", job)
         if isinstance(v, bool):
@@ -360,12 +421,15 @@ class ResourceBase:
         return 0.0
 
     def _retirement_remaining(self, slot: Slot) -> float:
+        """Resource::evalRetirementRemaining: the slot's MaxJobRetirementTime (the job's, when it asks for
+        less) minus the time the job has run; endless for a peaceful shutdown unless it is -1; 0 without
+        a job."""
         c = slot.claim
         if c is None or not c.active:
             return 0.0
         mjrt = _as_int(self._eval(slot, "MaxJobRetirementTime", c.job))
         mjrt_f: float = float(mjrt) if mjrt is not None else 0.0
-        if c.retire_peacefully:
+        if c.retire_peacefully and mjrt != -1:
             mjrt_f = math.inf
         jnode = c.job.get_node("MaxJobRetirementTime")
         if jnode is not None:
@@ -391,36 +455,58 @@ class ResourceBase:
             return jmvt
         return max(rem, mvt)
 
-    def _drain_remaining(self) -> float:
+    def _graceful_drain_remaining(self) -> float:
+        """ResMgr::gracefulDrainingTimeRemaining: while draining gracefully, the longest retirement left
+        among the jobs that were not accepted while draining (theirs counts as zero)."""
         if not self._draining or self._drain_how != "graceful":
             return 0.0
         longest = 0.0
         for s in self.slots.values():
-            if s.claim is not None and not s.claim.accepted_while_draining:
+            if not s.accepted_while_draining:
                 longest = max(longest, self._retirement_remaining(s))
         return longest
 
+    def _retirement_left(self, slot: Slot) -> float:
+        """The retirement Resource::retirementExpired measures. While draining, an idle claim and a job
+        that the draining START accepts (or that was accepted while draining) wait for the machine's
+        coordinated retirement instead of their own; any other job keeps its own."""
+        rem = self._retirement_remaining(slot)
+        if not self._draining:
+            return rem
+        if slot.state == State.CLAIMED and slot.activity == Activity.IDLE:
+            return self._graceful_drain_remaining()
+        if rem > 0:
+            c = slot.claim
+            matches = c is not None and _eval_to_bool(self._eval(slot, "Start", c.job)) is True
+            if matches or slot.accepted_while_draining:
+                return self._graceful_drain_remaining()
+        return rem
+
     def _retirement_expired(self, slot: Slot) -> bool:
-        rem = self._drain_remaining() if self._draining else self._retirement_remaining(slot)
+        """Resource::retirementExpired: no retirement left, or no more than the job's vacate time (it is
+        evicted early enough to finish vacating by the end of its retirement)."""
+        rem = self._retirement_left(slot)
         if rem <= 0:
             return True
         return self._max_vacate(slot) >= rem
 
-    def _has_pre(self, slot: Slot) -> bool:
-        return slot.pre is not None
-
     def _may_unretire(self, slot: Slot) -> bool:
+        """Resource::mayUnretire: not draining, the retirement was reversible and the preempting claim
+        has gone away."""
         c = slot.claim
         return not self._draining and c is not None and c.may_unretire and slot.pre is None
 
     def _in_retirement(self, slot: Slot) -> bool:
+        """Resource::inRetirement."""
         return slot.pre is not None or not self._may_unretire(slot)
 
     def _worklife_expired(self, slot: Slot) -> bool:
+        """Resource::claimWorklifeExpired: a claim that has run a job and is older than CLAIM_WORKLIFE
+        (strictly: ``ClaimAge > ClaimWorklife``, in whole seconds)."""
         c = slot.claim
         if c is None or c.activations <= 0 or c.began is None:
             return False
         wl = _as_int(self._eval(slot, "CLAIM_WORKLIFE", None)) if "CLAIM_WORKLIFE" in slot.ad else None
         if wl is None or wl < 0:
             return False
-        return self.now - c.began >= wl
+        return int(self.now) - int(c.began) > wl

@@ -1,19 +1,25 @@
 """One slot's state machine (HTCondor's ``ResState`` and the state-changing half of ``Resource``).
 
-``_change`` is ``ResState::change``: it records the move with its number from :mod:`.states`, runs the
-leave and enter actions (``enter_action``: the Owner state drops the claim, Preempting signals the
-job, ...) and re-evaluates a slot that lands idle or retiring. ``_eval_slot`` is
-``ResState::eval_policy``: one slot's policy in its current state. Retiring, killing and backfill
-moves of one slot (``Resource::retire_claim``/``kill_claim``/``leave_preempting_state``, the backfill
-client's share of a slot) and the slot's own timers live here too.
+The shape is the C++'s, so a reader can hold the two side by side:
 
-What the machine as a whole decides (deleting a dynamic slot, ending a drain, the hooks) belongs to the
-layers above; the methods this layer calls on them are declared at the end.
+- :meth:`ResState._eval_policy` is ``ResState::eval_policy``: it only *suggests* where the slot should be
+  (a :class:`Suggestion`, with the ``xa_*`` extra action to take first);
+- :meth:`ResState._change_to_suggested` is ``change_to_suggested_state``;
+- :meth:`ResState._change` is ``ResState::change``: leave action, the move (with its number from
+  :mod:`.states`), enter action, and for a slot that lands Idle or Retiring an immediate re-evaluation,
+  which is undone (``revert``) when it would throw a claim that was just accepted straight out again;
+- :meth:`ResState._eval_slot` is ``eval_policy_periodic``: the suggestion, or else ``do_periodic_actions``.
+
+``Resource::retire_claim``/``kill_claim``/``leave_preempting_state``/``starterExited``, the backfill
+client's share of a slot and the slot's own timers live here too. What the machine as a whole decides
+(deleting a dynamic slot, draining, the hooks) belongs to the layers above; the methods this layer
+calls on them are declared at the end.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
 
@@ -25,6 +31,24 @@ from .states import Activity, State, transition_number
 
 Timer = tuple[float, Callable[[], None]]
 
+# The extra actions of change_to_suggested_state (HTCondor's xa_* codes) this engine takes.
+XA_RETIREMENT_EXPIRED = "retirement_expired"
+XA_RETIREMENT_EXPIRED_PREEMPT = "retirement_expired2"  # ... and PREEMPT was true at that moment
+XA_PREEMPT_AND_RETIRE = "preempt_and_retire"
+XA_DRAIN_COMPLETE = "drain_complete"
+XA_EVICT_BACKFILL = "evict_backfill"
+XA_DELETE = "delete"
+
+
+@dataclass(frozen=True, slots=True)
+class Suggestion:
+    """Where ResState::eval_policy says a slot should go, and why."""
+
+    state: State
+    activity: Activity
+    reason: str
+    code: str = ""
+
 
 class ResState(ResourceBase):
     """The state and activity of each slot, and how they change."""
@@ -35,29 +59,210 @@ class ResState(ResourceBase):
     _backfill_users: set[str]
     _backfill_kill_deadline: float | None
 
-    # ------------------------------------------------------------------ state changes
+    # ------------------------------------------------------------------ ResState::eval_policy
+
+    def _eval_policy(self, slot: Slot) -> Suggestion | None:
+        """ResState::eval_policy: where the slot's policy says it should be, or None to stay."""
+        s, a, c = slot.state, slot.activity, slot.claim
+        if s == State.CLAIMED and c is not None:
+            return self._eval_claimed(slot, c)
+        if s == State.PREEMPTING:
+            if a == Activity.VACATING:
+                k, kname = self._policy_bool(slot, "KILL")
+                if k is True:
+                    return Suggestion(State.PREEMPTING, Activity.KILLING, f"{kname} became true")
+            return None
+        if s == State.UNCLAIMED:
+            if slot.claim is not None:
+                return None  # a dynamic slot on its way to the claim it was carved for
+            if slot.dynamic:
+                return None if slot.fetching else Suggestion(s, a, "dynamic slot no longer claimed", XA_DELETE)
+            if self._draining:
+                return Suggestion(State.DRAINED, Activity.RETIRING, "draining")
+            owner, why = self._is_owner(slot)
+            if owner:
+                return Suggestion(State.OWNER, Activity.IDLE, why)
+            if self.knobs.backfill and self._shutdown is None:
+                sb, _ = self._policy_bool(slot, "START_BACKFILL", vanilla=False)
+                if sb is True:
+                    return Suggestion(State.BACKFILL, Activity.IDLE, "START_BACKFILL is true")
+            return None
+        if s == State.OWNER:
+            if slot.dynamic:
+                return None if slot.fetching else Suggestion(s, a, "dynamic slot in the Owner state", XA_DELETE)
+            if self._draining:
+                return Suggestion(State.DRAINED, Activity.RETIRING, "draining")
+            owner, why = self._is_owner(slot)
+            if not owner:
+                return Suggestion(State.UNCLAIMED, Activity.IDLE, why)
+            return None
+        if s == State.MATCHED:
+            # ResState::eval_policy, matched_state: "Nothing to do here". Without a job ad START cannot be
+            # judged, and IS_OWNER is not what decides: the slot waits for its claim or MATCH_TIMEOUT.
+            return None
+        if s == State.BACKFILL:
+            if a == Activity.KILLING:
+                return None
+            ev = _eval_to_bool(self._eval(slot, "EVICT_BACKFILL", None))
+            if ev is True:
+                if a == Activity.IDLE:
+                    return Suggestion(State.OWNER, Activity.IDLE, "EVICT_BACKFILL is true", XA_EVICT_BACKFILL)
+                return Suggestion(State.BACKFILL, Activity.KILLING, "EVICT_BACKFILL is true", XA_EVICT_BACKFILL)
+            return None
+        if s == State.DRAINED:
+            if not self._draining:
+                return Suggestion(State.OWNER, Activity.IDLE,
+                                  "draining cancelled" if a == Activity.RETIRING else "draining finished")
+            if a == Activity.RETIRING and self._draining_is_complete():
+                return Suggestion(State.DRAINED, Activity.IDLE, "every slot drained", XA_DRAIN_COMPLETE)
+        return None
+
+    def _eval_claimed(self, slot: Slot, c: Claim) -> Suggestion | None:
+        """ResState::eval_policy, claimed_state."""
+        a = slot.activity
+        if self._in_retirement(slot) and self._retirement_expired(slot):
+            pre, _ = self._policy_bool(slot, "PREEMPT")
+            why = "draining" if self._draining else "MaxJobRetirementTime"
+            return Suggestion(State.PREEMPTING, a, f"retirement ended ({why} reached)",
+                              XA_RETIREMENT_EXPIRED_PREEMPT if pre is True else XA_RETIREMENT_EXPIRED)
+        ws, ws_name = self._policy_bool(slot, "WANT_SUSPEND")
+        want_suspend = ws is True
+        if ((a == Activity.BUSY and not want_suspend)
+                or (a == Activity.RETIRING and not c.preempt_was_true and not want_suspend)
+                or (a == Activity.SUSPENDED and not c.preempt_was_true)):
+            pre, pname = self._policy_bool(slot, "PREEMPT")
+            if pre is True:
+                return Suggestion(State.CLAIMED, Activity.RETIRING, f"{pname} became true", XA_PREEMPT_AND_RETIRE)
+        if a == Activity.RETIRING:
+            if self._may_unretire(slot):
+                return Suggestion(State.CLAIMED, Activity.BUSY, "unretiring: the preempting claim went away")
+            if self._retirement_expired(slot):
+                why = "draining" if self._draining else "MaxJobRetirementTime"
+                return Suggestion(State.PREEMPTING, a, f"retirement ended ({why} reached)")
+        if a in (Activity.BUSY, Activity.RETIRING) and want_suspend:
+            sus, sname = self._policy_bool(slot, "SUSPEND")
+            if sus is True:
+                return Suggestion(State.CLAIMED, Activity.SUSPENDED, f"{ws_name} and {sname} are true")
+        if a == Activity.SUSPENDED and not slot.user_suspended:
+            cont, cname = self._policy_bool(slot, "CONTINUE")
+            if cont is True:
+                if not self._in_retirement(slot):
+                    return Suggestion(State.CLAIMED, Activity.BUSY, f"{cname} became true")
+                return Suggestion(State.CLAIMED, Activity.RETIRING, f"{cname} became true while retiring")
+        if a == Activity.BUSY and slot.pre is not None:
+            return Suggestion(State.CLAIMED, Activity.RETIRING, "preempted by a claim with a better RANK"
+                              if slot.pre.rank > c.rank else "preempted for a user with better priority")
+        if a == Activity.IDLE:
+            if slot.pre is not None:
+                return Suggestion(State.PREEMPTING, a, "idle claim preempted by a preempting claim")
+            # ResState::eval_policy: IS_OWNER, not START. START may need the job's attributes (meta-operators,
+            # defaults) and could read false here although the claim's job would match.
+            owner, why = self._is_owner(slot)
+            if owner:
+                return Suggestion(State.PREEMPTING, a, why)
+            if self._worklife_expired(slot):
+                return Suggestion(State.PREEMPTING, a, "CLAIM_WORKLIFE expired")
+            if self._draining and not self._waiting_for_activation(c):
+                return Suggestion(State.PREEMPTING, a, "idle claim shutting down for draining")
+        return None
+
+    def _waiting_for_activation(self, c: Claim) -> bool:
+        """Claim::waitingForActivation: a claim younger than MAX_DRAINING_ACTIVATION_DELAY may still be
+        activated while the machine drains."""
+        return c.began is not None and self.now - c.began < self.knobs.max_draining_activation_delay
+
+    # ------------------------------------------------------------------ acting on a suggestion
+
+    def _change_to_suggested(self, slot: Slot, sug: Suggestion) -> None:
+        """ResState::change_to_suggested_state."""
+        state, act = sug.state, sug.activity
+        if sug.code == XA_DELETE:
+            self._delete_slot(slot, sug.reason)
+            return
+        if state == State.PREEMPTING and slot.state != State.PREEMPTING:
+            act = self._preempting_activity(slot)
+        c = slot.claim
+        if sug.code == XA_RETIREMENT_EXPIRED_PREEMPT and c is not None:
+            c.preempt_was_true = True
+        elif sug.code == XA_PREEMPT_AND_RETIRE and c is not None:
+            c.preempt_was_true = True
+            self._retire(slot, sug.reason)
+            return
+        elif sug.code == XA_DRAIN_COMPLETE:
+            self._reset_max_job_retirement_time()
+        elif sug.code == XA_EVICT_BACKFILL:
+            slot.destination = State.OWNER
+        self._change(slot, state, act, sug.reason)
+
+    def _preempting_activity(self, slot: Slot) -> Activity:
+        """ResState::_preempting_activity: Vacating, unless PREEMPT was true and WANT_VACATE is false."""
+        c = slot.claim
+        if c is None or not c.preempt_was_true:
+            return Activity.VACATING
+        want, _ = self._wants_vacate(slot)
+        return Activity.VACATING if want else Activity.KILLING
+
+    def _wants_vacate(self, slot: Slot) -> tuple[bool, str]:
+        c = slot.claim
+        if c is None or not c.active:
+            return True, "no job, WANT_VACATE considered true"
+        b, name = self._policy_bool(slot, "WANT_VACATE")
+        if b is None:
+            return True, f"{name} is undefined (treated as true)"
+        return b, f"{name} is {'true' if b else 'false'}"
+
+    def _to_preempting(self, slot: Slot, reason: str) -> None:
+        self._change(slot, State.PREEMPTING, self._preempting_activity(slot), reason)
+
+    def _eval_slot(self, slot: Slot) -> None:
+        """ResState::eval_policy_periodic: move the slot where its policy says, or else do the periodic
+        actions of its state."""
+        if slot.deleted:
+            return
+        sug = self._eval_policy(slot)
+        if sug is not None:
+            self._change_to_suggested(slot, sug)
+        else:
+            self._periodic_actions(slot)
+
+    def _periodic_actions(self, slot: Slot) -> None:
+        """ResState::do_periodic_actions."""
+        s, a = slot.state, slot.activity
+        if s == State.CLAIMED:
+            if a != Activity.SUSPENDED:
+                self._try_fetch(slot)
+        elif s == State.UNCLAIMED:
+            # r_act_was_benchmark: a slot whose last activity change ended a benchmark run does not start
+            # another one until its activity changes again
+            if a == Activity.IDLE and not slot.act_was_benchmark and not self._benchmarking:
+                rb, _ = self._policy_bool(slot, "RunBenchmarks", vanilla=False)
+                if rb is True:
+                    self._benchmarking = True
+                    self._change(slot, State.UNCLAIMED, Activity.BENCHMARKING, "RUNBENCHMARKS is true")
+                    self._emit(RunBenchmarks(self.now))
+                    return
+            self._try_fetch(slot)
+        elif s == State.OWNER:
+            self._try_fetch(slot)
+        elif s == State.BACKFILL:
+            if a != Activity.KILLING:
+                self._try_fetch(slot)
+            if a == Activity.IDLE and slot.state == State.BACKFILL and slot.activity == Activity.IDLE:
+                self._start_backfill(slot)
+        elif s == State.DRAINED and a == Activity.IDLE:
+            self._consider_resuming()
+
+    # ------------------------------------------------------------------ ResState::change
 
     def _change(self, slot: Slot, state: State, activity: Activity, reason: str) -> None:
-        """ResState::change: record the move, run leave/enter actions, re-check idle/retiring slots."""
+        """ResState::change: leave action, the move, enter action, and the re-evaluation of a slot that
+        lands Idle or Retiring."""
         if slot.deleted or (state == slot.state and activity == slot.activity):
             return
         old_s, old_a = slot.state, slot.activity
         now = self.now
         statechange = state != old_s
-        # leave actions
-        if old_s == State.CLAIMED and slot.claim is not None:
-            c = slot.claim
-            if old_a == Activity.SUSPENDED and c.job_state == "suspended":
-                c.close_segment(now)
-                c.job_state = "running"
-                slot.user_suspended = False
-                self._emit(JobCommand(now, slot.name, c.id, "continue"))
-            if statechange and activity != Activity.VACATING:
-                c.lease_expires = None
-        if old_s == State.MATCHED:
-            slot.match_deadline = None
-        if old_s == State.PREEMPTING and statechange:
-            slot.vacate_deadline = slot.killing_deadline = None
+        self._leave(slot, state, activity, statechange)
         self._emit(Transition(now, slot.name, old_s.value, old_a.value, state.value, activity.value,
                               transition_number(old_s, old_a, state, activity), reason))
         slot.act_was_benchmark = old_a == Activity.BENCHMARKING and activity != Activity.BENCHMARKING
@@ -75,29 +280,52 @@ class ResState(ResourceBase):
             if self._enter(slot, statechange):
                 return
             self._publish_claim(slot)
-            if state != State.BACKFILL and activity in (Activity.IDLE, Activity.RETIRING):
-                self._eval_slot(slot)
+            if state == State.BACKFILL or activity not in (Activity.IDLE, Activity.RETIRING):
+                return
+            sug = self._eval_policy(slot)
+            if sug is None:
+                return
+            if statechange and state == State.CLAIMED and sug.state != State.CLAIMED:
+                # HTCONDOR-3013: a claim just accepted is not thrown straight out again; the slot goes back
+                # to where it was and the claiming protocol fails instead.
+                self._revert(slot, old_s, old_a, sug.reason)
+            else:
+                self._change_to_suggested(slot, sug)
         finally:
             self._depth -= 1
 
-    def _to_preempting(self, slot: Slot, reason: str) -> None:
+    def _revert(self, slot: Slot, old_s: State, old_a: Activity, why: str) -> None:
+        """ResState::revert: undo the move into Claimed (the claim is not begun, its lease not run)."""
         c = slot.claim
-        act = Activity.VACATING
-        if c is not None and c.preempt_was_true:
-            want, why = self._wants_vacate(slot)
-            if not want:
-                act = Activity.KILLING
-                reason = f"{reason}; {why}"
-        self._change(slot, State.PREEMPTING, act, reason)
+        if c is not None:
+            c.began = None
+            c.lease_expires = None
+        slot.pre = None
+        now = self.now
+        self._emit(Transition(now, slot.name, slot.state.value, slot.activity.value, old_s.value, old_a.value,
+                              None, f"claim not kept: {why}"))
+        slot.state, slot.activity = old_s, old_a
+        slot.entered_state = slot.entered_activity = now
+        self._publish_state(slot)
+        self._publish_requirements(slot)
+        self._publish_claim(slot)
+        self._changed.add(slot.name)
 
-    def _wants_vacate(self, slot: Slot) -> tuple[bool, str]:
-        c = slot.claim
-        if c is None or not c.active:
-            return True, "no job, WANT_VACATE considered true"
-        b, name = self._policy_bool(slot, "WANT_VACATE")
-        if b is None:
-            return True, f"{name} is undefined (treated as true)"
-        return b, f"{name} is {'true' if b else 'false'}"
+    def _leave(self, slot: Slot, state: State, activity: Activity, statechange: bool) -> None:
+        """ResState::leave_action."""
+        old_s, old_a, c = slot.state, slot.activity, slot.claim
+        if old_s == State.CLAIMED and c is not None:
+            if old_a == Activity.SUSPENDED and c.job_state == "suspended":
+                c.close_segment(self.now)
+                c.job_state = "running"
+                slot.user_suspended = False
+                self._emit(JobCommand(self.now, slot.name, c.id, "continue"))
+            if statechange and activity != Activity.VACATING:
+                c.lease_expires = None
+        if old_s == State.MATCHED:
+            slot.match_deadline = None
+        if old_s == State.PREEMPTING and statechange:
+            slot.vacate_deadline = slot.killing_deadline = None
 
     def _enter(self, slot: Slot, statechange: bool) -> bool:
         """ResState::enter_action. Returns True when it already moved the slot elsewhere."""
@@ -127,7 +355,8 @@ class ResState(ResourceBase):
                 c.job_state = "suspended"
                 self._emit(JobCommand(now, slot.name, c.id, "suspend"))
             elif a == Activity.BUSY:
-                if self._in_retirement(slot) and not c.accepted_while_draining:
+                self._start_poll_timer()
+                if self._in_retirement(slot) and not slot.accepted_while_draining:
                     self._change(slot, State.CLAIMED, Activity.RETIRING, "returning to retirement")
                     return True
             elif a == Activity.RETIRING and not c.active:
@@ -146,14 +375,13 @@ class ResState(ResourceBase):
                 return True
             if c.exit_pending is not None:
                 return False  # the job is gone; only its JOB_EXIT hook is still running
+            c.close_segment(now)
             if a == Activity.KILLING:
-                c.close_segment(now)
                 c.job_state = "killing"
                 slot.vacate_deadline = None
                 slot.killing_deadline = now + self.knobs.killing_timeout
                 self._emit(JobCommand(now, slot.name, c.id, "hard_kill", signal="SIGKILL"))
             else:
-                c.close_segment(now)
                 c.job_state = "vacating"
                 slot.vacate_deadline = now + self._max_vacate(slot)
                 sig = c.job.evaluate("KillSig")
@@ -161,18 +389,36 @@ class ResState(ResourceBase):
                                       signal=sig if isinstance(sig, str) else "SIGTERM"))
         elif s == State.BACKFILL and a == Activity.KILLING:
             self._kill_backfill(slot)
+        elif s == State.BACKFILL and a == Activity.IDLE:
+            self._start_poll_timer()  # the client is spawned by the next poll
+        return False
+
+    # ------------------------------------------------------------------ Resource: claims ending
+
+    def _accept_claim(self, slot: Slot, claim: Claim, reason: str) -> bool:
+        """Resource::acceptClaimRequest / accept_request_claim: the slot becomes Claimed/Idle for ``claim``.
+        When entering Claimed does not hold (the policy throws the claim straight out), the claiming
+        protocol fails and the slot goes to the Owner state; returns whether the claim was kept."""
+        slot.claim = claim
+        self._change(slot, State.CLAIMED, Activity.IDLE, reason)
+        if slot.state == State.CLAIMED and slot.claim is claim:
+            return True
+        if not slot.deleted:
+            if slot.claim is claim:
+                slot.claim = None
+            self._change(slot, State.OWNER, Activity.IDLE, "claiming protocol failed")
         return False
 
     def _leave_preempting(self, slot: Slot) -> None:
-        """Resource::leave_preempting_state: the job is gone; hand over to a better claim or the owner."""
+        """Resource::leave_preempting_state: the job is gone; hand over to a preempting claim whose job
+        START does not refuse (true or undefined), or return to the Owner state."""
         pre = slot.pre
         slot.claim = None
         if pre is not None and self._shutdown is None:
             raw = self._eval(slot, "Start", pre.job)
             if _eval_to_bool(raw) is not False:
                 slot.pre = None
-                slot.claim = pre
-                self._change(slot, State.CLAIMED, Activity.IDLE, "job gone; the preempting claim takes over")
+                self._accept_claim(slot, pre, "job gone; the preempting claim takes over")
                 return
             reason = "job gone; preempting claim refused: START is false"
         else:
@@ -181,19 +427,15 @@ class ResState(ResourceBase):
         self._change(slot, State.OWNER, Activity.IDLE, reason)
 
     def _retire(self, slot: Slot, reason: str, reversible: bool = False) -> None:
-        """Resource::retire_claim."""
+        """Resource::retire_claim: a claimed slot starts retiring (an idle claim passes through
+        Claimed/Retiring on its way to Preempting); Matched returns to Owner; Backfill is evicted."""
         c = slot.claim
         if slot.state == State.CLAIMED and c is not None:
             if not reversible:
                 c.may_unretire = False
             if self._shutdown == "peaceful":
                 c.retire_peacefully = True
-            if slot.activity == Activity.IDLE:
-                self._to_preempting(slot, reason)
-            else:
-                self._change(slot, State.CLAIMED, Activity.RETIRING, reason)
-                if slot.state == State.CLAIMED and slot.activity == Activity.RETIRING:
-                    self._eval_slot(slot)
+            self._change(slot, State.CLAIMED, Activity.RETIRING, reason)
         elif slot.state == State.MATCHED:
             self._change(slot, State.OWNER, Activity.IDLE, reason)
         elif slot.state == State.BACKFILL:
@@ -207,158 +449,6 @@ class ResState(ResourceBase):
             self._change(slot, State.OWNER, Activity.IDLE, reason)
         elif slot.state == State.BACKFILL:
             self._backfill_destination(slot, State.OWNER, reason)
-
-    # ------------------------------------------------------------------ the per-slot policy pass
-
-    def _eval_slot(self, slot: Slot) -> None:
-        """ResState::eval_policy for one slot."""
-        if slot.deleted:
-            return
-        s, a = slot.state, slot.activity
-        c = slot.claim
-        if s == State.CLAIMED and c is not None:
-            if self._in_retirement(slot) and self._retirement_expired(slot) and a in (
-                    Activity.RETIRING, Activity.SUSPENDED):
-                pre, _ = self._policy_bool(slot, "PREEMPT")
-                if pre is True:
-                    c.preempt_was_true = True
-                why = "draining" if self._draining else "MaxJobRetirementTime"
-                self._to_preempting(slot, f"retirement ended ({why} reached)")
-                return
-            ws, ws_name = self._policy_bool(slot, "WANT_SUSPEND")
-            want_suspend = ws is True
-            if ((a == Activity.BUSY and not want_suspend)
-                    or (a == Activity.RETIRING and not c.preempt_was_true and not want_suspend)
-                    or (a == Activity.SUSPENDED and not c.preempt_was_true)):
-                pre, pname = self._policy_bool(slot, "PREEMPT")
-                if pre is True:
-                    c.preempt_was_true = True
-                    self._retire(slot, f"{pname} became true")
-                    return
-            if a == Activity.RETIRING:
-                if self._may_unretire(slot):
-                    self._change(slot, State.CLAIMED, Activity.BUSY, "unretiring: the preempting claim went away")
-                    return
-                if self._retirement_expired(slot):
-                    why = "draining" if self._draining else "MaxJobRetirementTime"
-                    self._to_preempting(slot, f"retirement ended ({why} reached)")
-                    return
-            if a in (Activity.BUSY, Activity.RETIRING) and want_suspend:
-                sus, sname = self._policy_bool(slot, "SUSPEND")
-                if sus is True:
-                    self._change(slot, State.CLAIMED, Activity.SUSPENDED, f"{ws_name} and {sname} are true")
-                    return
-            if a == Activity.SUSPENDED and not slot.user_suspended:
-                cont, cname = self._policy_bool(slot, "CONTINUE")
-                if cont is True:
-                    if not self._in_retirement(slot):
-                        self._change(slot, State.CLAIMED, Activity.BUSY, f"{cname} became true")
-                    else:
-                        self._change(slot, State.CLAIMED, Activity.RETIRING, f"{cname} became true while retiring")
-                    return
-            if a == Activity.BUSY and slot.pre is not None:
-                self._change(slot, State.CLAIMED, Activity.RETIRING, "preempted by a claim with a better RANK")
-                return
-            if a == Activity.IDLE:
-                if slot.pre is not None:
-                    self._to_preempting(slot, "idle claim preempted by a claim with a better RANK")
-                    return
-                raw = self._eval(slot, "Start", c.job)
-                if raw is False or (isinstance(raw, (int, float)) and not isinstance(raw, bool) and raw == 0):
-                    self._to_preempting(slot, "START is false for the claim's job")
-                    return
-                if self._worklife_expired(slot):
-                    self._to_preempting(slot, "CLAIM_WORKLIFE expired")
-                    return
-                if self._draining and not (c.accepted_while_draining and c.activations == 0):
-                    self._to_preempting(slot, "idle claim shutting down for draining")
-                    return
-        elif s == State.MATCHED:
-            # START is checked locally (without a job) while Matched: false sends the slot to Owner (8)
-            raw = self._eval(slot, "Start", None)
-            if raw is False or (isinstance(raw, (int, float)) and not isinstance(raw, bool) and raw == 0):
-                self._change(slot, State.OWNER, Activity.IDLE, "START is false while matched")
-                return
-        elif s == State.PREEMPTING:
-            if a == Activity.VACATING:
-                k, kname = self._policy_bool(slot, "KILL")
-                if k is True:
-                    self._change(slot, State.PREEMPTING, Activity.KILLING, f"{kname} became true")
-        elif s == State.UNCLAIMED:
-            if slot.claim is not None:
-                return  # a dynamic slot on its way to the claim it was carved for
-            if slot.dynamic:
-                self._delete_slot(slot, "dynamic slot no longer claimed")
-                return
-            if self._draining:
-                self._change(slot, State.DRAINED, Activity.RETIRING, "draining")
-                return
-            owner, why = self._is_owner(slot)
-            if owner:
-                self._change(slot, State.OWNER, Activity.IDLE, why)
-                return
-            if a == Activity.IDLE and slot.act_was_benchmark:
-                # the evaluation right after a benchmark run does not start another one; later ones may
-                slot.act_was_benchmark = False
-            elif a == Activity.IDLE and not self._benchmarking:
-                rb, _ = self._policy_bool(slot, "RunBenchmarks", vanilla=False)
-                if rb is True:
-                    self._benchmarking = True
-                    self._change(slot, State.UNCLAIMED, Activity.BENCHMARKING, "RUNBENCHMARKS is true")
-                    self._emit(RunBenchmarks(self.now))
-                    return
-            if a == Activity.IDLE and self.knobs.backfill and self._shutdown is None:
-                sb, _ = self._policy_bool(slot, "START_BACKFILL", vanilla=False)
-                if sb is True:
-                    self._change(slot, State.BACKFILL, Activity.IDLE, "START_BACKFILL is true")
-                    if slot.state == State.BACKFILL and slot.activity == Activity.IDLE:
-                        self._start_backfill(slot)
-                    return
-        elif s == State.OWNER:
-            if slot.dynamic:
-                self._delete_slot(slot, "dynamic slot in the Owner state")
-                return
-            if self._draining:
-                self._change(slot, State.DRAINED, Activity.RETIRING, "draining")
-                return
-            owner, why = self._is_owner(slot)
-            if not owner:
-                self._change(slot, State.UNCLAIMED, Activity.IDLE, why)
-                return
-        elif s == State.BACKFILL:
-            if a == Activity.KILLING:
-                return
-            raw = self._eval(slot, "EVICT_BACKFILL", None)
-            ev = _eval_to_bool(raw)
-            if ev is True:
-                if a == Activity.IDLE:
-                    self._change(slot, State.OWNER, Activity.IDLE, "EVICT_BACKFILL is true")
-                else:
-                    slot.destination = State.OWNER
-                    self._change(slot, State.BACKFILL, Activity.KILLING, "EVICT_BACKFILL is true")
-                return
-            if a == Activity.IDLE:
-                self._start_backfill(slot)
-        elif s == State.DRAINED:
-            if not self._draining:
-                self._change(slot, State.OWNER, Activity.IDLE, "draining cancelled" if a == Activity.RETIRING
-                             else "draining finished")
-                return
-            if a == Activity.RETIRING:
-                if all(x.state == State.DRAINED for x in self.slots.values()):
-                    # the machine is drained as a whole: every retiring slot is done at the same moment
-                    for x in self._slot_list():
-                        if x.state == State.DRAINED and x.activity == Activity.RETIRING:
-                            self._change(x, State.DRAINED, Activity.IDLE, "every slot drained")
-                    self._consider_resume()
-            elif a == Activity.IDLE:
-                self._consider_resume()
-
-    def _consider_resume(self) -> None:
-        if not self._draining or not self._drain_resume:
-            return
-        if all(x.state == State.DRAINED and x.activity == Activity.IDLE for x in self.slots.values()):
-            self._cancel_drain()
 
     # ------------------------------------------------------------------ backfill, one slot's share
 
@@ -382,6 +472,8 @@ class ResState(ResourceBase):
             self._emit(BackfillCommand(self.now, slot.name, "hard_kill"))
 
     def _backfill_destination(self, slot: Slot, dest: State, reason: str, claim: Claim | None = None) -> None:
+        """ResState::set_destination for a Backfill slot: go at once from Backfill/Idle, else kill the
+        client first and go when it is gone."""
         if dest == State.CLAIMED:
             slot.pending = claim
         if slot.destination is None or dest in (State.CLAIMED, State.OWNER):
@@ -397,8 +489,7 @@ class ResState(ResourceBase):
             return
         if dest == State.CLAIMED and slot.pending is not None:
             c, slot.pending = slot.pending, None
-            slot.claim = c
-            self._change(slot, State.CLAIMED, Activity.IDLE, f"{reason}; claimed")
+            self._accept_claim(slot, c, f"{reason}; claimed")
         elif dest == State.MATCHED:
             self._change(slot, State.MATCHED, Activity.IDLE, f"{reason}; matched")
         else:
@@ -407,7 +498,8 @@ class ResState(ResourceBase):
     # ------------------------------------------------------------------ the job on a claim
 
     def _start_job(self, slot: Slot, c: Claim, reason: str) -> None:
-        """Start the claim's job: the starter runs the PREPARE hooks (if any), then the job."""
+        """Claim::beginActivation: start the claim's job; the starter runs the PREPARE hooks (if any),
+        then the job. A job started while the machine drains is AcceptedWhileDraining."""
         now = self.now
         c.activations += 1
         c.job_state = "running"
@@ -421,12 +513,16 @@ class ResState(ResourceBase):
         c.pledged_vacate = mvt if mvt is not None and mvt >= 0 else 0
         if not c.fetched:
             c.lease_expires = now + c.lease_duration  # activation counts as a keepalive
+        slot.accepted_while_draining = self._draining
+        slot.ad["AcceptedWhileDraining"] = slot.accepted_while_draining
         self._begin_job(slot, c)
         self._refresh_duty()
         self._change(slot, State.CLAIMED, Activity.BUSY, reason)
 
     def _job_gone(self, slot: Slot, c: Claim, detail: dict[str, Any]) -> None:
-        """Claim::starterExited + Resource::starterExited."""
+        """Resource::starterExited: the job is gone. A job that was running when draining began may have
+        been the last of them: then final draining starts (ResMgr::checkForDrainCompletion)."""
+        check_drain = self._draining and not slot.accepted_while_draining
         c.close_segment(self.now)
         c.job_state = None
         c.load = 0.0
@@ -446,7 +542,10 @@ class ResState(ResourceBase):
                     self._try_fetch(slot)  # a fetched claim asks for more work at once
         elif slot.state == State.PREEMPTING:
             self._leave_preempting(slot)
-        self._publish_claim(slot)
+        if not slot.deleted:
+            self._publish_claim(slot)
+        if check_drain:
+            self._check_drain_completion()
 
     # ------------------------------------------------------------------ the slot's timers
 
@@ -461,9 +560,18 @@ class ResState(ResourceBase):
         self._kill_claim(slot, "claim lease expired (condor_schedd gone?)")
 
     def _vacate_expired(self, slot: Slot) -> None:
+        """Starter::softkillTimeout: the vacate time is up and the job is still there. The starter is told
+        to kill it hard (KILLING_TIMEOUT then applies); the slot stays Preempting/Vacating, for only KILL
+        moves it to Killing (the manual's "MachineMaxVacateTime expires -> Killing" is not what the startd
+        does)."""
         slot.vacate_deadline = None
-        if slot.state == State.PREEMPTING and slot.activity == Activity.VACATING:
-            self._change(slot, State.PREEMPTING, Activity.KILLING, "MachineMaxVacateTime expired")
+        c = slot.claim
+        if slot.state == State.PREEMPTING and slot.activity == Activity.VACATING and c is not None and c.active \
+                and c.exit_pending is None:
+            c.close_segment(self.now)
+            c.job_state = "killing"
+            slot.killing_deadline = self.now + self.knobs.killing_timeout
+            self._emit(JobCommand(self.now, slot.name, c.id, "hard_kill", signal="SIGKILL"))
 
     def _killing_expired(self, slot: Slot) -> None:
         # KILLING_TIMEOUT: SIGKILL to the starter and all its children; nothing survives that.
@@ -485,19 +593,19 @@ class ResState(ResourceBase):
             out.append((c.lease_expires, partial(self._lease_expired, slot)))
         if slot.state == State.PREEMPTING and slot.activity == Activity.VACATING and slot.vacate_deadline is not None:
             out.append((slot.vacate_deadline, partial(self._vacate_expired, slot)))
-        if slot.state == State.PREEMPTING and slot.activity == Activity.KILLING and slot.killing_deadline is not None:
+        if slot.state == State.PREEMPTING and slot.killing_deadline is not None:
             out.append((slot.killing_deadline, partial(self._killing_expired, slot)))
         if slot.state == State.CLAIMED and c is not None:
             if slot.activity == Activity.RETIRING and c.job_state == "running":
-                rem = self._drain_remaining() if self._draining else self._retirement_remaining(slot)
-                due = self.now + max(rem - self._max_vacate(slot), 0.0)
+                due = self.now + max(self._retirement_left(slot) - self._max_vacate(slot), 0.0)
                 if math.isfinite(due):
                     out.append((due, partial(self._eval_slot, slot)))
             if slot.activity == Activity.IDLE and c.activations > 0 and c.began is not None \
                     and "CLAIM_WORKLIFE" in slot.ad:
                 wl = _as_int(self._eval(slot, "CLAIM_WORKLIFE", None))
                 if wl is not None and wl >= 0:
-                    out.append((c.began + wl, partial(self._eval_slot, slot)))
+                    # Resource::claimWorklifeExpired: the claim's age must exceed the worklife, in whole seconds
+                    out.append((c.began + wl + 1, partial(self._eval_slot, slot)))
         return out
 
     # ------------------------------------------------------------------ provided by the layers above
@@ -506,8 +614,24 @@ class ResState(ResourceBase):
         """ResMgr: a dynamic slot goes away and gives its resources back to its partitionable slot."""
         raise NotImplementedError
 
-    def _cancel_drain(self) -> None:
-        """ResMgr: the machine stops draining."""
+    def _start_poll_timer(self) -> None:
+        """ResMgr::start_poll_timer."""
+        raise NotImplementedError
+
+    def _draining_is_complete(self) -> bool:
+        """ResMgr::drainingIsComplete: every slot is Drained."""
+        raise NotImplementedError
+
+    def _consider_resuming(self) -> None:
+        """ResMgr::considerResumingAfterDraining."""
+        raise NotImplementedError
+
+    def _check_drain_completion(self) -> None:
+        """ResMgr::checkForDrainCompletion."""
+        raise NotImplementedError
+
+    def _reset_max_job_retirement_time(self) -> None:
+        """ResMgr::resetMaxJobRetirementTime: final draining's MaxJobRetirementTime = 0 ends."""
         raise NotImplementedError
 
     def _refresh_duty(self) -> None:

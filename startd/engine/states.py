@@ -43,17 +43,6 @@ class Activity(str, Enum):
         return self.value
 
 
-# HTCondor's enum order of states: the owner load is handed out to slots sorted by it.
-STATE_ORDER = {
-    State.OWNER: 1,
-    State.UNCLAIMED: 2,
-    State.MATCHED: 3,
-    State.CLAIMED: 4,
-    State.PREEMPTING: 5,
-    State.BACKFILL: 8,
-    State.DRAINED: 9,
-}
-
 # The activities each state may have (the manual's "Machine Activities" list).
 ACTIVITIES: dict[State, tuple[Activity, ...]] = {
     State.OWNER: (Activity.IDLE,),

@@ -93,9 +93,9 @@ def resource_attrs(slot: SlotDef, layout: MachineLayout, resources: Resources | 
             if ids is not None:
                 out[f"Assigned{name}"] = ",".join(ids)
 
-    if slot.kind != "Static":
-        wrl = within_resource_limits(slot, layout, conf)
-        out["WithinResourceLimits"] = parse_expr(wrl)
+    # Resource::publish_requirements: every slot, static ones too, publishes WithinResourceLimits
+    wrl = within_resource_limits(slot, layout, conf)
+    out["WithinResourceLimits"] = parse_expr(wrl)
     if slot.kind == "Partitionable":
         out["NumDynamicSlots"] = len(children)
         out["PSlotRollupInformation"] = True

@@ -78,8 +78,9 @@ def _eval_float(ad: ClassAd, name: str, target: ClassAd) -> float | None:
 
 def within_resource_limits(slot: SlotDef, layout: MachineLayout | None = None,
                            conf: "Config | None" = None) -> str:
-    """The ``WithinResourceLimits`` expression HTCondor publishes in partitionable and dynamic slots
-    (a knob of that name overrides it); their ``Requirements`` is ``START && (WithinResourceLimits)``."""
+    """The ``WithinResourceLimits`` expression HTCondor publishes in every slot (MachAttributes::
+    withinLimitsExpression; a knob of that name overrides it); ``Requirements`` is
+    ``START && WithinResourceLimits``."""
     if conf is not None:
         v = slot.knob(conf, "WithinResourceLimits")
         if v is not None:

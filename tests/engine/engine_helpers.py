@@ -10,6 +10,7 @@ from startd import config
 from startd.classad import ClassAd
 from startd.engine import Engine
 from startd.engine.events import HostSample, Output, Tick, Transition
+from startd.scenario import with_submit_defaults
 
 
 class Driver:
@@ -58,9 +59,10 @@ class Driver:
 
 
 def job(**kw: Any) -> ClassAd:
+    """A job ad as condor_submit writes it (with its default resource requests)."""
     base: dict[str, Any] = {"Owner": "alice", "JobUniverse": 5, "ClusterId": 1, "ProcId": 0}
     base.update(kw)
-    return ClassAd(base)
+    return with_submit_defaults(ClassAd(base))
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from startd.engine.events import (ActivateClaim, HookResult, JobCommand, JobEven
                                   RequestClaim, RunHook, Tick)
 
 from engine_helpers import Driver
+from startd.scenario import with_submit_defaults
 
 FETCH = """STARTD_JOB_HOOK_KEYWORD = FETCH
 FETCH_HOOK_FETCH_WORK = /hooks/fetch
@@ -24,6 +25,13 @@ def hooks(outs: list[Any], name: str | None = None) -> list[RunHook]:
     return [o for o in outs if isinstance(o, RunHook) and (name is None or o.hook == name)]
 
 
+def first_fetch(d: Driver) -> list[RunHook]:
+    """The first FETCH_WORK: a periodic action (ResState::do_periodic_actions), so at the first periodic
+    evaluation after the startup one that made the slot Unclaimed: UPDATE_INTERVAL (300) later."""
+    assert not hooks(d.out, "FETCH_WORK")
+    return hooks(d.until(300), "FETCH_WORK")
+
+
 def answer(d: Driver, hook: RunHook, now: float, text: str = "", **kw: Any) -> list[Any]:
     ad = parse_ad(text) if text.strip() else None
     return d.do(HookResult(now=now, request=hook.request, hook=hook.hook, slot=hook.slot, ad=ad,
@@ -32,9 +40,9 @@ def answer(d: Driver, hook: RunHook, now: float, text: str = "", **kw: Any) -> l
 
 def test_fetch_hook_runs_with_the_slot_ad_and_its_job_claims_the_slot() -> None:
     d = Driver(FETCH)
-    (fetch,) = hooks(d.out, "FETCH_WORK")
+    (fetch,) = first_fetch(d)
     assert fetch.slot == "slot1" and fetch.request and "State = " in fetch.stdin
-    outs = answer(d, fetch, 5, 'Cmd = "/bin/true"\nOwner = "svc"\n')
+    outs = answer(d, fetch, 305, 'Cmd = "/bin/true"\nOwner = "svc"\n')
     (reply,) = hooks(outs, "REPLY_FETCH")
     assert reply.args == ("accept",) and "-----\n" in reply.stdin and 'HookKeyword = "FETCH"' in reply.stdin
     starts = [o for o in outs if isinstance(o, JobCommand) and o.what == "start"]
@@ -47,17 +55,17 @@ def test_fetch_hook_runs_with_the_slot_ad_and_its_job_claims_the_slot() -> None:
 
 def test_claim_reused_after_exit_and_evicted_when_no_more_work() -> None:
     d = Driver(FETCH)
-    (fetch,) = hooks(d.out, "FETCH_WORK")
-    outs = answer(d, fetch, 5, 'Cmd = "/bin/true"\nJobId = 1\n')
+    (fetch,) = first_fetch(d)
+    outs = answer(d, fetch, 305, 'Cmd = "/bin/true"\nJobId = 1\n')
     claim = [o for o in outs if isinstance(o, JobCommand) and o.what == "start"][0].claim_id
-    outs = d.do(JobExited(now=50, claim_id=claim, exit_code=0))
+    outs = d.do(JobExited(now=350, claim_id=claim, exit_code=0))
     (again,) = hooks(outs, "FETCH_WORK")  # FetchWorkDelay is 0 in Claimed/Idle: at once
-    outs = answer(d, again, 51, 'Cmd = "/bin/true"\nJobId = 2\n')
+    outs = answer(d, again, 351, 'Cmd = "/bin/true"\nJobId = 2\n')
     start = [o for o in outs if isinstance(o, JobCommand) and o.what == "start"][0]
     assert start.claim_id == claim and start.job is not None and start.job.evaluate("JobId") == 2
-    outs = d.do(JobExited(now=90, claim_id=claim, exit_code=0))
+    outs = d.do(JobExited(now=390, claim_id=claim, exit_code=0))
     (last,) = hooks(outs, "FETCH_WORK")
-    outs = answer(d, last, 91, "")
+    outs = answer(d, last, 391, "")
     (evict,) = hooks(outs, "EVICT_CLAIM")
     assert evict.stdin.count("-----") == 1 and 'ClaimId = "' + claim in evict.stdin
     assert d.eng.state_of("slot1")[0] in ("Owner", "Unclaimed")
@@ -65,33 +73,33 @@ def test_claim_reused_after_exit_and_evicted_when_no_more_work() -> None:
 
 def test_fetched_work_refused_when_start_is_false_and_delay_respected() -> None:
     d = Driver(FETCH.replace("START = True", "START = TARGET.Owner =!= \"mallory\""))
-    (fetch,) = hooks(d.out, "FETCH_WORK")
-    outs = answer(d, fetch, 5, 'Owner = "mallory"\n')
+    (fetch,) = first_fetch(d)
+    outs = answer(d, fetch, 305, 'Owner = "mallory"\n')
     (reply,) = hooks(outs, "REPLY_FETCH")
     assert reply.args == ("reject",) and d.eng.state_of("slot1") == ("Unclaimed", "Idle")
     assert d.eng.next_wakeup() is not None
-    assert not hooks(d.until(304), "FETCH_WORK")
-    got = d.until(306)
+    assert not hooks(d.until(604), "FETCH_WORK")
+    got = d.until(606)
     assert hooks(got, "FETCH_WORK")  # FetchWorkDelay (300 s) after the last fetch ended
 
 
 def test_fetched_job_with_better_rank_preempts_a_schedd_job() -> None:
     d = Driver(FETCH + "RANK = TARGET.Prio\nMAXJOBRETIREMENTTIME = 0\n")
-    (fetch,) = hooks(d.out, "FETCH_WORK")
-    answer(d, fetch, 1, "")  # no work yet
-    job = ClassAd({"Owner": "alice", "Prio": 1, "JobUniverse": 5, "JobLeaseDuration": 100000})
-    d.do(RequestClaim(now=2, slot="slot1", claim_id="c1", job=job))
-    d.do(ActivateClaim(now=3, claim_id="c1"))
-    got = d.until(302)
+    (fetch,) = first_fetch(d)
+    answer(d, fetch, 301, "")  # no work yet
+    job = with_submit_defaults(ClassAd({"Owner": "alice", "Prio": 1, "JobUniverse": 5, "JobLeaseDuration": 100000}))
+    d.do(RequestClaim(now=302, slot="slot1", claim_id="c1", job=job))
+    d.do(ActivateClaim(now=303, claim_id="c1"))
+    got = d.until(602)
     (fetch2,) = hooks(got, "FETCH_WORK")
-    outs = answer(d, fetch2, 303, 'Owner = "svc"\nPrio = 0\n')  # not better: refused
+    outs = answer(d, fetch2, 603, 'Owner = "svc"\nPrio = 0\n')  # not better: refused
     assert hooks(outs, "REPLY_FETCH")[0].args == ("reject",)
-    fetch3 = hooks(d.until(604), "FETCH_WORK")[0]
-    outs = answer(d, fetch3, 605, 'Owner = "svc"\nPrio = 5\n')
+    fetch3 = hooks(d.until(904), "FETCH_WORK")[0]
+    outs = answer(d, fetch3, 905, 'Owner = "svc"\nPrio = 5\n')
     assert hooks(outs, "REPLY_FETCH")[0].args == ("accept",)
     assert any(isinstance(o, JobCommand) and o.claim_id == "c1" and o.what in ("soft_kill", "hard_kill")
                for o in outs)
-    outs = d.do(JobExited(now=606, claim_id="c1", exit_code=None, signal=15))
+    outs = d.do(JobExited(now=906, claim_id="c1", exit_code=None, signal=15))
     assert any(isinstance(o, JobCommand) and o.what == "start" and o.claim_id.startswith("fetch#") for o in outs)
 
 
@@ -107,7 +115,7 @@ IS_OWNER = False
 
 def _claim_and_activate(d: Driver) -> list[Any]:
     d.do(RequestClaim(now=1, slot="slot1", claim_id="c1",
-                      job=ClassAd({"Owner": "a", "Cmd": "/bin/x", "JobLeaseDuration": 100000})))
+                      job=with_submit_defaults(ClassAd({"Owner": "a", "Cmd": "/bin/x", "JobLeaseDuration": 100000}))))
     return d.do(ActivateClaim(now=2, claim_id="c1"))
 
 

@@ -26,8 +26,9 @@ def test_evaluation_every_update_interval_while_unclaimed() -> None:
 
 
 def test_evaluation_every_polling_interval_while_claimed() -> None:
+    # ResState::enter_action (Claimed/Busy) starts the poll timer: the job started at 11
     d = busy("UPDATE_INTERVAL = 60\nPOLLING_INTERVAL = 7\n")
-    assert d.eng.next_wakeup() == 17
+    assert d.eng.next_wakeup() == 18
 
 
 def test_claim_lease_expiry_kills_the_claim() -> None:
@@ -51,23 +52,25 @@ def test_keepalive_renews_the_lease_and_job_lease_duration_wins() -> None:
 def test_killing_timeout_gives_up_on_the_job() -> None:
     d = busy("PREEMPT = KeyboardIdle < 60\nWANT_VACATE = False\nKILLING_TIMEOUT = 20\n")
     d.do(HostSample(now=12, keyboard_active=True))
-    d.until(15)
+    d.until(16)  # the poll after the owner's return (polls every 5 s from the job's start at 11)
     assert d.state() == "Preempting/Killing"
-    d.until(35)
+    d.until(36)
     assert d.state() == "Unclaimed/Idle"
-    assert [o.t for o in d.out if isinstance(o, JobCommand) and o.what == "hard_kill"] == [15, 35]
+    assert [o.t for o in d.out if isinstance(o, JobCommand) and o.what == "hard_kill"] == [16, 36]
 
 
 def test_machine_max_vacate_time_with_a_shorter_job_max_vacate_time() -> None:
+    # Resource::evalMaxVacateTime: the job's shorter JobMaxVacateTime wins. When it is up the starter kills
+    # the job hard (Starter::softkillTimeout) and the slot stays Preempting/Vacating: only KILL makes Killing.
     d = Driver("PREEMPT = KeyboardIdle < 60\nMachineMaxVacateTime = 100\n")
     d.do(RequestClaim(now=10, slot="slot1", claim_id="c1", job=job(JobMaxVacateTime=20)))
     d.do(ActivateClaim(now=11, claim_id="c1"))
     d.do(HostSample(now=12, keyboard_active=True))
-    d.until(15)
+    d.until(16)
     assert d.state() == "Preempting/Vacating"
-    d.until(35)
-    t = d.transitions()[-1]
-    assert (t.number, t.t, t.reason) == (21, 35, "MachineMaxVacateTime expired")
+    kills = [(o.t, o.what) for o in d.until(36) if isinstance(o, JobCommand)]
+    assert kills == [(36, "hard_kill")] and d.state() == "Preempting/Vacating"
+    assert 21 not in d.numbers()
 
 
 def test_retirement_does_not_count_time_suspended() -> None:
@@ -82,13 +85,22 @@ def test_retirement_does_not_count_time_suspended() -> None:
     assert d.state() != "Claimed/Retiring"
 
 
-def test_claim_worklife_closes_an_idle_claim_and_refuses_activation() -> None:
+def test_claim_worklife_closes_an_idle_claim_once_it_is_older_than_the_worklife() -> None:
+    # Resource::claimWorklifeExpired: ClaimAge > CLAIM_WORKLIFE, strictly; the claim began at 10
     d = busy("CLAIM_WORKLIFE = 100\n")
     d.do(JobExited(now=50, claim_id="c1"))
-    d.until(109)
-    assert d.state() == "Claimed/Idle"
     d.until(110)
+    assert d.state() == "Claimed/Idle"
+    d.until(111)
     assert d.state() == "Unclaimed/Idle" and "CLAIM_WORKLIFE" in d.transitions()[-3].reason
+
+
+def test_an_expired_worklife_does_not_refuse_an_activation_that_comes_first() -> None:
+    # activate_claim does not look at CLAIM_WORKLIFE ("TODO: check claim worklife ?")
+    d = busy("CLAIM_WORKLIFE = 100\nPOLLING_INTERVAL = 300\n")
+    d.do(JobExited(now=50, claim_id="c1"))
+    r = reply(d.do(ActivateClaim(now=110.5, claim_id="c1")))
+    assert r.accepted and d.state() == "Claimed/Busy"
 
 
 def test_start_refuses_a_claim_and_says_why() -> None:
@@ -115,10 +127,21 @@ def test_unknown_slot_and_unknown_claim_are_refused() -> None:
     assert "unknown claim id" in reply(d.do(ActivateClaim(now=2, claim_id="zz"))).error
 
 
-def test_rank_refuses_a_claim_that_is_not_better() -> None:
-    d = busy('RANK = Owner == "bob"\n')
+def test_rank_refuses_a_preempting_claim_that_ranks_lower() -> None:
+    # request_claim: "Preempting claim doesn't have sufficient rank, refusing." only when rank < current
+    d = busy('RANK = Owner == "alice"\n')
     r = reply(d.do(RequestClaim(now=20, slot="slot1", claim_id="c2", job=job(Owner="carol"))))
-    assert not r.accepted and "not better by RANK" in r.error
+    assert not r.accepted and "not enough RANK" in r.error
+    assert d.state() == "Claimed/Busy"
+
+
+def test_an_equal_rank_preempts_by_user_priority() -> None:
+    # request_claim: rank == current is "preempting claim based on user priority" (the negotiator decided)
+    d = busy('RANK = Owner == "bob"\nMAXJOBRETIREMENTTIME = 3600\n')
+    r = reply(d.do(RequestClaim(now=20, slot="slot1", claim_id="c2", job=job(Owner="carol"))))
+    assert r.accepted and r.data["preempting_by"] == "user priority"
+    assert d.state() == "Claimed/Retiring"
+    assert d.eng.slot_ad("slot1").evaluate("PreemptingOwner") == "carol"
 
 
 def test_vanilla_variant_wins_for_vanilla_jobs() -> None:
@@ -195,11 +218,11 @@ def test_latch_expressions_publish_value_and_time() -> None:
 def test_claimed_ad_has_remote_owner_job_id_and_condor_load() -> None:
     d = busy("STARTD_JOB_ATTRS = ImageSize\n")
     d.do(JobUsage(now=12, claim_id="c1", load=1.0))
-    d.until(20)
+    d.until(21)
     snap = d.eng.snapshot("slot1")
     assert snap["RemoteOwner"] == "alice" and snap["JobId"] == "1.0" and snap["ClientMachine"] == "schedd@x"
     assert snap["CondorLoadAvg"] == 1.0 and snap["LoadAvg"] == 1.0 and snap["JobStart"] == 11
-    assert snap["TotalJobRunTime"] == 9
+    assert snap["TotalJobRunTime"] == 10
 
 
 def test_disconnected_slots_get_the_keyboard_idle_boost() -> None:
@@ -230,10 +253,11 @@ def test_reconfig_changes_policy_and_a_bad_expression_is_refused() -> None:
     assert not r.accepted and "START" in r.error
 
 
-def test_requirements_is_start_while_willing() -> None:
+def test_requirements_is_start_and_within_resource_limits_while_willing() -> None:
+    # Resource::publish_requirements: the same Requirements on every kind of slot
     d = Driver()
     ad = d.eng.slot_ad("slot1")
-    assert str(ad["Requirements"]) == "START" and ad.evaluate("Name") == "slot1@m"
+    assert str(ad["Requirements"]) == "START && WithinResourceLimits" and ad.evaluate("Name") == "slot1@m"
 
 
 def test_a_tick_with_nothing_due_changes_nothing() -> None:

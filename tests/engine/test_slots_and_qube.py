@@ -63,10 +63,17 @@ def test_an_over_committed_layout_stops_the_engine_naming_the_resource() -> None
     assert "over-committed on cpus" in str(err.value) and "SLOT_TYPE_1" in str(err.value)
 
 
-def test_static_slot_requirements_are_start() -> None:
+def test_static_slots_refuse_a_job_that_asks_for_more_than_they_have() -> None:
+    # Reqexp.cpp: a static slot's Requirements is START && WithinResourceLimits too, and request_claim checks
+    # it before claiming (willingToRun); the refused claim bounces the slot through Owner (abort_claim)
     d = Driver()
-    assert str(d.eng.slot_ad("slot1")["Requirements"]) == "START"
-    assert "WithinResourceLimits" not in d.eng.slot_ad("slot1")
+    ad = d.eng.slot_ad("slot1")
+    assert str(ad["Requirements"]) == "START && WithinResourceLimits" and "WithinResourceLimits" in ad
+    r = reply(d.do(RequestClaim(now=10, slot="slot1", claim_id="c1", job=job(RequestMemory=8000))))
+    assert not r.accepted and "asks for more than slot1 has" in r.error
+    assert [(t.from_state, t.to_state, t.number) for t in d.transitions()[-2:]] == [
+        ("Unclaimed", "Owner", 2), ("Owner", "Unclaimed", 1)]
+    assert reply(d.do(RequestClaim(now=11, slot="slot1", claim_id="c2", job=job()))).accepted
 
 
 # --- partitionable and dynamic slots -------------------------------------------------------------
@@ -108,19 +115,20 @@ def test_the_carving_refusal_reaches_the_reply() -> None:
     d = Driver(PSLOT, cpus=4)
     r = reply(d.do(RequestClaim(now=10, slot="slot1", claim_id="c1", job=sized(RequestMemory=20000))))
     assert not r.accepted and r.error == "the job requests 20000 MB of memory; slot1 has 16384 MB left"
-    r = reply(d.do(RequestClaim(now=11, slot="slot1", claim_id="c2", job=job(RequestMemory=100))))
+    no_disk = ClassAd({"Owner": "alice", "RequestCpus": 1, "RequestMemory": 100})
+    r = reply(d.do(RequestClaim(now=11, slot="slot1", claim_id="c2", job=no_disk)))
     assert not r.accepted and r.error == "the job has no RequestDisk"
     assert d.eng.slot_names() == ["slot1"]
 
 
 def test_partitionable_and_dynamic_requirements_include_within_resource_limits() -> None:
     d = Driver(PSLOT, cpus=4)
-    assert str(d.eng.slot_ad("slot1")["Requirements"]) == "START && (WithinResourceLimits)"
+    assert str(d.eng.slot_ad("slot1")["Requirements"]) == "START && WithinResourceLimits"
     ad = d.eng.slot_ad("slot1")
     assert ad.evaluate("Requirements", target=sized(RequestCpus=4)) is True
     assert ad.evaluate("Requirements", target=sized(RequestCpus=5)) is False
     d.do(RequestClaim(now=10, slot="slot1", claim_id="c1", job=sized()))
-    assert str(d.eng.slot_ad("slot1_1")["Requirements"]) == "START && (WithinResourceLimits)"
+    assert str(d.eng.slot_ad("slot1_1")["Requirements"]) == "START && WithinResourceLimits"
     # while Matched the slot says no to every job, so that it is not matched twice
     d.do(Match(now=20, slot="slot1"))
     assert d.eng.slot_ad("slot1").evaluate("Requirements") is False
@@ -242,36 +250,56 @@ def test_reconfig_drops_qube_attributes_no_longer_configured() -> None:
     assert ad.evaluate("QubeGroups") == "comp" and "QubeJobTypes" not in ad
 
 
-def test_matched_slot_whose_start_turns_false_returns_to_owner() -> None:
+def test_matched_slot_stays_matched_when_start_turns_false_until_match_timeout() -> None:
+    # ResState::eval_policy, matched_state: "Nothing to do here" -- only MATCH_TIMEOUT (120) or a claim ends it
     d = Driver("START = KeyboardIdle > 60\nUPDATE_INTERVAL = 30\n", kbd=1000)
     d.do(Match(now=10, slot="slot1"))
     d.do(HostSample(now=20, keyboard_active=True))
-    d.until(30)
+    d.until(129)
+    assert d.state() == "Matched/Idle"
+    d.until(130)
     t = [x for x in d.transitions() if x.from_state == "Matched"]
-    assert [(x.to_state, x.number, x.t) for x in t] == [("Owner", 8, 30)]
+    assert [(x.to_state, x.number, x.t, x.reason) for x in t] == [("Owner", 8, 130, "MATCH_TIMEOUT expired")]
 
 
-def test_benchmarks_run_again_once_runbenchmarks_is_true_again() -> None:
+def test_benchmarks_do_not_run_again_until_the_slot_has_done_something_else() -> None:
+    # ResState::do_periodic_actions starts benchmarks only when the slot's last activity change did not end
+    # a benchmark run (r_act_was_benchmark, set by ResState::change): an idle slot benchmarks once
     from startd.engine.events import BenchmarksDone, RunBenchmarks
     d = Driver("RUNBENCHMARKS = (time() - LastBenchmark) >= 3600\nUPDATE_INTERVAL = 600\n", benchmarks=True)
     d.until(3600)
     assert d.state() == "Unclaimed/Benchmarking"
     d.do(BenchmarksDone(now=3601, attrs={"Mips": 100}))
     assert d.state() == "Unclaimed/Idle" and attr(d, "slot1", "LastBenchmark") == 3601
-    d.until(7799)
+    d.until(9000)
     assert [o.t for o in d.out if isinstance(o, RunBenchmarks)] == [3600]
-    d.until(7800)
-    assert [o.t for o in d.out if isinstance(o, RunBenchmarks)] == [3600, 7800]
+    d.do(RequestClaim(now=9001, slot="slot1", claim_id="c1", job=job()))
+    d.do(ReleaseClaim(now=9002, claim_id="c1"))
+    assert d.state() == "Unclaimed/Idle"
+    d.until(9600)
+    assert [o.t for o in d.out if isinstance(o, RunBenchmarks)] == [3600, 9600]
 
 
-def test_a_drained_machine_goes_idle_as_a_whole_and_resumes() -> None:
+def test_each_slot_goes_drained_idle_at_its_own_evaluation_and_resume_waits_for_all() -> None:
+    # ResMgr::drainingIsComplete is evaluated per slot: the slot whose own move completes the set goes
+    # Drained/Idle at once, the others at their next evaluation (the poll the running job had started, the
+    # last one: nothing is claimed any more); considerResumingAfterDraining is a periodic action of a
+    # Drained/Idle slot, taken once all are Drained/Idle (at the next UPDATE_INTERVAL evaluation)
     from startd.engine.events import Drain
-    d = Driver("MAXJOBRETIREMENTTIME = 3600\n", cpus=3)
+    d = Driver("MAXJOBRETIREMENTTIME = 3600\nUPDATE_INTERVAL = 300\n", cpus=3)
     d.do(RequestClaim(now=10, slot="slot1", claim_id="c1", job=job(JobLeaseDuration=86400)))
     d.do(ActivateClaim(now=11, claim_id="c1"))
     d.do(Drain(now=20, how="graceful", resume_on_completion=True))
     assert [d.state(s) for s in ("slot2", "slot3")] == ["Drained/Retiring"] * 2
     d.do(JobExited(now=100, claim_id="c1"))
+    assert [d.state(s) for s in d.eng.slot_names()] == ["Drained/Idle", "Drained/Retiring", "Drained/Retiring"]
+    d.until(101)
+    assert [d.state(s) for s in d.eng.slot_names()] == ["Drained/Idle"] * 3
+    d.until(299)
+    assert [d.state(s) for s in d.eng.slot_names()] == ["Drained/Idle"] * 3
+    d.until(300)
     assert [d.state(s) for s in d.eng.slot_names()] == ["Unclaimed/Idle"] * 3
-    idle = [(x.slot, x.number) for x in d.transitions() if x.to_state == "Drained" and x.to_activity == "Idle"]
-    assert sorted(idle) == [("slot1", 33), ("slot2", 33), ("slot3", 33)]
+    idle = [(x.slot, x.number, x.t) for x in d.transitions() if x.to_state == "Drained" and x.to_activity == "Idle"]
+    assert sorted(idle) == [("slot1", 33, 100), ("slot2", 33, 101), ("slot3", 33, 101)]
+    assert [(x.slot, x.t) for x in d.transitions() if x.number == 34] == [("slot1", 300), ("slot2", 300),
+                                                                        ("slot3", 300)]

@@ -41,13 +41,17 @@ def test_transition_2_unclaimed_to_owner_when_is_owner_becomes_true() -> None:
 
 
 def test_transitions_3_and_4_benchmarking_while_unclaimed() -> None:
+    # ResState::do_periodic_actions starts the benchmarks, on a periodic evaluation (UPDATE_INTERVAL here),
+    # not in the evaluation that brought the slot to Unclaimed/Idle
     d = Driver(benchmarks=True)
+    assert d.state() == "Unclaimed/Idle" and d.numbers() == [1]
+    d.until(300)
     assert d.state() == "Unclaimed/Benchmarking" and d.numbers() == [1, 3]
     assert any(isinstance(o, RunBenchmarks) for o in d.out)
-    d.do(BenchmarksDone(now=5, attrs={"Mips": 900, "KFlops": 400}))
+    d.do(BenchmarksDone(now=305, attrs={"Mips": 900, "KFlops": 400}))
     assert d.state() == "Unclaimed/Idle" and d.numbers()[-1] == 4
     ad = d.eng.slot_ad("slot1")
-    assert ad.evaluate("Mips") == 900 and ad.evaluate("LastBenchmark") == 5
+    assert ad.evaluate("Mips") == 900 and ad.evaluate("LastBenchmark") == 305
 
 
 def test_transition_5_unclaimed_to_claimed_when_claimed_without_a_match() -> None:
@@ -66,7 +70,7 @@ def test_transition_6_unclaimed_to_matched_and_requirements_false() -> None:
 
 def test_transition_7_unclaimed_to_backfill_when_start_backfill_is_true() -> None:
     d = Driver(BACKFILL)
-    assert 7 in d.numbers() and d.state() == "Backfill/Busy"
+    assert 7 in d.numbers() and d.state() == "Backfill/Idle"
 
 
 def test_transition_8_matched_to_owner_when_match_timeout_expires() -> None:
@@ -85,13 +89,27 @@ def test_transition_9_matched_to_claimed() -> None:
     assert d.state() == "Claimed/Idle" and d.numbers()[-1] == 9
 
 
-def test_transition_10_claimed_idle_to_preempting_when_start_becomes_false() -> None:
+def test_transition_10_claimed_idle_to_preempting_when_is_owner_becomes_true() -> None:
+    # ResState::eval_policy: Claimed/Idle looks at IS_OWNER, not START (which may need the job's attributes)
+    # nothing polls a claim that has run no job yet: the next evaluation is the UPDATE_INTERVAL one (ResMgr)
+    d = Driver("IS_OWNER = KeyboardIdle < 60\n")
+    d.do(RequestClaim(now=10, slot="slot1", claim_id="c1", job=job()))
+    d.do(HostSample(now=20, keyboard_active=True))
+    d.until(299)
+    assert d.state() == "Claimed/Idle"
+    d.until(300)
+    assert d.numbers()[-3:] == [5, 10, 22] and d.state() == "Owner/Idle"
+    assert d.transitions()[-2].reason == "IS_OWNER is true"
+
+
+def test_claimed_idle_is_not_preempted_when_start_becomes_false() -> None:
+    # ResState::eval_policy's comment: START without a job ad "could eval to False even if it could match a
+    # job"; with IS_OWNER at its default (False) the idle claim stays
     d = Driver("START = KeyboardIdle > 60\n")
     d.do(RequestClaim(now=10, slot="slot1", claim_id="c1", job=job()))
     d.do(HostSample(now=20, keyboard_active=True))
     d.until(40)
-    assert d.numbers()[-3:] == [10, 22, 1]
-    assert d.transitions()[-3].reason == "START is false for the claim's job"
+    assert d.state() == "Claimed/Idle"
 
 
 def test_transition_11_claimed_idle_to_busy_on_activation() -> None:
@@ -231,11 +249,17 @@ def test_transition_25_killing_to_owner_when_want_vacate_is_false() -> None:
 
 
 def test_transitions_26_and_27_backfill_client_runs_and_exits() -> None:
-    d = Driver(BACKFILL)
-    assert 26 in d.numbers()
+    # ResState::enter_action: Backfill/Idle starts the poll timer; do_periodic_actions spawns the client at the
+    # next poll (POLLING_INTERVAL), the first time and after it exits
+    d = Driver(BACKFILL + "POLLING_INTERVAL = 5\n")
+    assert d.state() == "Backfill/Idle" and not any(isinstance(o, BackfillCommand) for o in d.out)
+    d.until(5)
+    assert 26 in d.numbers() and d.state() == "Backfill/Busy"
     assert [o.what for o in d.out if isinstance(o, BackfillCommand)] == ["start"]
     d.do(BackfillExited(now=50))
-    assert d.numbers()[-1] == 27 or 27 in d.numbers()
+    assert d.numbers()[-1] == 27 and d.state() == "Backfill/Idle"
+    d.until(55)
+    assert d.numbers()[-1] == 26 and d.state() == "Backfill/Busy"
 
 
 def test_transitions_28_29_30_evict_backfill_returns_to_owner() -> None:
@@ -249,16 +273,21 @@ def test_transitions_28_29_30_evict_backfill_returns_to_owner() -> None:
 
 def test_transition_30_backfill_idle_to_owner_when_evict_backfill_is_true() -> None:
     d = Driver(BACKFILL)
-    # Backfill/Idle tries to respawn the client at once, so the slot stays Idle only when EVICT_BACKFILL
-    # is already true as the client exits: the owner came back just before.
+    d.until(5)  # the client starts at the first poll
     d.do(HostSample(now=7.5, keyboard_active=True))
     d.do(BackfillExited(now=8))  # 27: the client exited on its own
+    assert d.numbers()[-1] == 27 and d.state() == "Backfill/Idle"
+    d.until(10)  # the next poll finds the owner back before it spawns the client again
     assert d.numbers()[-3:] == [27, 30, 1]  # and on to Unclaimed, as IS_OWNER is false
 
 
-def test_transition_27_then_26_the_backfill_client_is_respawned_at_once() -> None:
+def test_transition_27_then_26_the_backfill_client_is_respawned_at_the_next_poll() -> None:
+    # ResState::change does not evaluate a Backfill slot; do_periodic_actions respawns the client
     d = Driver(BACKFILL)
+    d.until(5)
     d.do(BackfillExited(now=8))
+    assert d.numbers()[-1] == 27 and d.state() == "Backfill/Idle"
+    d.until(10)
     assert d.numbers()[-2:] == [27, 26] and d.state() == "Backfill/Busy"
 
 
@@ -278,10 +307,13 @@ def test_transition_32_backfill_to_matched_after_the_client_is_killed() -> None:
 
 
 def test_transitions_37_33_34_drain_and_resume_on_completion() -> None:
+    # the last slot to be Drained goes Drained/Idle at once (ResMgr::drainingIsComplete); the resume is a
+    # periodic action of a Drained/Idle slot (ResMgr::considerResumingAfterDraining), at the next evaluation
     d = Driver()
     d.do(Drain(now=10, how="graceful", resume_on_completion=True, reason="defrag"))
-    nums = d.numbers()
-    assert nums[-4:] == [37, 33, 34, 1]
+    assert d.numbers()[-2:] == [37, 33] and d.state() == "Drained/Idle"
+    d.until(300)
+    assert d.numbers()[-2:] == [34, 1]
     assert d.state() == "Unclaimed/Idle"
 
 

@@ -87,7 +87,6 @@ def test_scenarios_walk_every_numbered_transition() -> None:
     ("MATCH_TIMEOUT", "match_timeout.yaml", "MATCH_TIMEOUT expired"),
     ("claim lease (JobLeaseDuration)", "claim_lease.yaml", "claim lease expired"),
     ("claim lease (MAX_CLAIM_ALIVES_MISSED * ALIVE_INTERVAL)", "claim_lease_default.yaml", "claim lease expired"),
-    ("MachineMaxVacateTime", "vacate_timeout.yaml", "MachineMaxVacateTime expired"),
     ("MaxJobRetirementTime", "preempt_and_retire.yaml", "MaxJobRetirementTime reached"),
     ("CLAIM_WORKLIFE", "claim_worklife.yaml", "CLAIM_WORKLIFE expired"),
 ])
@@ -95,6 +94,15 @@ def test_timers_fire_in_their_scenarios(timer: str, scenario: str, reason: str) 
     code, events, _ = run(HERE / scenario)
     assert code == 0
     assert any(e["event"] == "transition" and reason in e["reason"] for e in events), timer
+
+
+def test_vacate_time_ends_with_a_hard_kill_and_no_transition() -> None:
+    # Starter::softkillTimeout: JobMaxVacateTime (30 s) on slot2, MachineMaxVacateTime (120 s) on slot1
+    code, events, _ = run(HERE / "vacate_timeout.yaml")
+    assert code == 0
+    kills = [(e["t"], e["slot"]) for e in events if e["event"] == "job" and e["what"] == "hard_kill"]
+    assert kills == [(130, "slot2"), (220, "slot1")]
+    assert not any(e["event"] == "transition" and e["to"] == "Preempting/Killing" for e in events)
 
 
 def test_killing_timeout_frees_a_slot_whose_job_will_not_die() -> None:

@@ -14,7 +14,9 @@ def test_static_slot_identity_and_resources() -> None:
     assert a["Name"] == "slot2@node.example" and a["Machine"] == "node.example"
     assert (a["MyType"], a["TargetType"]) == ("Machine", "Job")
     assert (a["SlotID"], a["SlotTypeID"], a["SlotType"]) == (2, 0, "Static")
-    assert "PartitionableSlot" not in a and "DynamicSlot" not in a and "WithinResourceLimits" not in a
+    assert "PartitionableSlot" not in a and "DynamicSlot" not in a
+    # Resource::publish_requirements: a static slot publishes WithinResourceLimits too
+    assert "WithinResourceLimits" in a
     assert (a["Cpus"], a["Memory"], a["Disk"], a["VirtualMemory"]) == (4, 8192, 50_000_000, 1_000_000)
     assert (a["TotalSlotCpus"], a["TotalSlotMemory"], a["TotalSlotDisk"]) == (4, 8192, 50_000_000.0)
     assert (a["TotalCpus"], a["TotalMemory"], a["TotalDisk"], a["TotalVirtualMemory"]) == (8, 16384, 100_000_000,
