@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
-from .classad import ERROR, UNDEFINED, ClassAd, ClassAdSyntaxError, Expr, format_value, parse_ad, parse_expr
+from .classad import ERROR, UNDEFINED, ClassAd, ClassAdSyntaxError, Expr, format_value, parse_ad
 from .classad.ast import AttrRef, BinaryOp, Literal, Node, Paren
 from .classad.unparse import iter_nodes, unparse_node
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence, TextIO
 
 from . import events_json
 from . import scenario as sc
-from .classad import ERROR, UNDEFINED, AbsTime, ClassAd, Expr, RelTime, format_value, parse_expr
+from .classad import ERROR, UNDEFINED, AbsTime, ClassAd, RelTime, format_value, parse_expr
 from .classad.jsonform import dumps as _classad_json_dumps
 from .classad.jsonform import value_to_json_obj
 from .config.errors import ConfigError

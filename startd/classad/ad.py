@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any, Callable, TypeGuard
 
 from .ast import AttrRef, ListExpr, Literal, Node, RecordExpr, references
-from .parser import ClassAdSyntaxError, Parser, _check_text, _precise, iter_old_lines, parse_node, parse_old_line
+from .parser import Parser, _check_text, _precise, iter_old_lines, parse_node, parse_old_line
 from .values import ERROR, UNDEFINED, AbsTime, RelTime
 
 # (node, MY, TARGET, now, clock) -> value: startd.classad.evaluate.evaluate_node

@@ -298,7 +298,6 @@ def _compile_attr(node: AttrRef) -> Closure:
 
     base = node.base
     if type(base) is AttrRef and base.base is None and not base.absolute and base.lname in ("target", "my"):
-        which = base.lname
         base_fn = _fn(base)
 
         def scoped_ctx(st: EvalState) -> Value:

@@ -594,7 +594,6 @@ class _Parser:
     # -- the line loop --------------------------------------------------------------------------
 
     def parse(self, text: str, frame: _Frame, depth: int) -> None:
-        conf = self.conf
         file = frame.file
         ifs = _IfStack()
         here_name: str | None = None

@@ -5,6 +5,7 @@ It is split as HTCondor splits condor_startd.V6, each layer built on the one bel
 - :mod:`.states` the state/activity transition table (data); :mod:`.events` the inputs and outputs;
 - :mod:`.claim` claims (``Claim``); :mod:`.policy` the configuration the engine reads;
 - :mod:`.resource` one slot and its ad (``Resource``); :mod:`.resstate` its state machine (``ResState``);
+- :mod:`.claiming` claims accepted, retired, killed and handed over, and their jobs' start and end;
 - :mod:`.hookmgr` fetch work and job hooks (``StartdHookMgr``), with :mod:`.cronhooks` the cron and hook
   glue it calls;
 - :mod:`.resmgr` the machine (``ResMgr``); :mod:`.command` the commands and :class:`Engine`.

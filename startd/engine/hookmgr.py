@@ -28,13 +28,14 @@ from .cronhooks import (DEFAULT_FETCH_DELAY, PREPARE_HOOKS, fetch_delay_node, ho
                         prepare_status, slot_keyword, starter_keyword)
 from .events import HookResult, JobCommand, Reply, RequestClaim, RunHook
 from .resource import Slot
-from .resstate import ResState, Timer
+from .claiming import Claiming
+from .resstate import Timer
 from .states import Activity, State
 
 _FETCH_REQUEST = object()  # marks the internal claim request that carves a slot for fetched work
 
 
-class StartdHookMgr(ResState):
+class StartdHookMgr(Claiming):
     """Fetch work and the job hooks, between the slots' state machine and the machine."""
 
     def _init_hooks(self) -> None:

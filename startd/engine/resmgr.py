@@ -12,21 +12,19 @@ from __future__ import annotations
 import time as _time
 from typing import Any
 
-from ..classad import ClassAd, Expr
+from ..classad import ClassAd
 from ..classad.ast import Node
 from ..classad.jsonform import value_to_json_obj
 from ..classad.values import UNDEFINED
-from ..config.errors import ConfigError
 from ..qube import duty_attrs
 from .. import slots as _slots
 from ..slots import DynamicSlotIds, MachineLayout, Resources, SlotDef
-from .claim import Claim
 from .convert import knob_number
 from .cronhooks import CronAds
-from .events import AdChanged, HostSample, Output, Reply, RequestClaim, ShutdownComplete, SlotCreated, SlotDeleted
+from .events import AdChanged, HostSample, Output, Reply, ShutdownComplete, SlotCreated, SlotDeleted
 from .hookmgr import StartdHookMgr
 from .policy import PolicyKnobs, read_policy
-from .resource import REQ, Slot
+from .resource import Slot
 from .resstate import Timer
 from .states import Activity, State
 
@@ -243,86 +241,6 @@ class ResMgr(StartdHookMgr):
             return 0.0
         v, at = self._con_sample
         return max(v + (now - at), 0.0)
-
-    def _claim_pslot(self, inp: RequestClaim, p: Slot, claim: Claim) -> None:
-        """request_claim on a partitionable slot: create_dslot carves a dynamic slot when the partitionable
-        slot's Requirements (``START && WithinResourceLimits``, after MODIFY_REQUEST_EXPR_*) hold for the
-        job; the new slot must be willing to run it too; it is then claimed straight from its first state,
-        Owner (accept_request_claim). A refusal sends the partitionable slot through Owner (abort_claim)."""
-        cmd = "request_claim"
-        if p.state not in (State.UNCLAIMED, State.OWNER, State.MATCHED, State.DRAINED):
-            return self._reply(inp, cmd, False, f"{p.name} is {p.state.value}/{p.activity.value} and cannot be "
-                               "claimed", claim.id, p.name)
-        if not self._disk_known:
-            return self._reply(inp, cmd, False, f"{p.name} cannot be carved: no disk figure is known for this "
-                               "machine (the host sample has none and DISK is not set)", claim.id, p.name)
-        ok, why = self._start_accepts(p, claim.job)
-        start = self._restored_start(p)
-        if not ok or start is None:
-            return self._refuse_claim(inp, p, why, claim.id)
-        # The Requirements as reqexp_restore publishes them: Matched slots publish False, which must not
-        # stop the claim the match was for.
-        machine = p.ad.copy()
-        machine["Start"] = Expr(start)
-        machine["Requirements"] = Expr(REQ)
-        got = _slots.carve(p.spec, p.resources, claim.job, machine, self.conf, layout=self.layout)
-        if isinstance(got, str):
-            return self._refuse_claim(inp, p, got, claim.id)
-        assert p.ids is not None
-        sub_id = p.ids.next()
-        held = [self.slots[c].spec for c in p.children if c in self.slots]
-        spec = _slots.dynamic_slot(p.spec, sub_id, got, _slots.take_ids(p.spec, held, got))
-        p.resources = _slots.take(p.resources, got)
-        d = self._add_slot(spec, p, got)
-        self._set_pslot_resources(p)
-        self._emit(SlotCreated(self.now, d.name, d.state.value, d.activity.value, p.name))
-        self._latch_update(d, self.now)
-        self._refresh_dynamic(self.now)
-        d.entered_state = d.entered_activity = self.now
-        willing, why = self._willing_to_run_claim(d, claim.job)
-        if not willing:
-            self._delete_slot(d, "the new dynamic slot is not willing to run the job")
-            return self._refuse_claim(inp, p, why, claim.id)
-        claim.rank = self._rank_for(p, claim.job)
-        if not self._accept_claim(d, claim, "claimed by " + (inp.client or "a schedd")):
-            return self._reply(inp, cmd, False, "the claiming protocol failed: the slot's policy does not keep "
-                               "the claim", claim.id, p.name)
-        if p.state == State.MATCHED:
-            self._change(p, State.OWNER, Activity.IDLE, "match used by a dynamic slot")
-        self._reply(inp, cmd, True, "", claim.id, d.name, rank=claim.rank, parent=p.name)
-        return None
-
-    def _refuse_claim(self, inp: RequestClaim, slot: Slot, why: str, claim_id: str) -> None:
-        """A claim request refused once the claiming protocol began: abort_claim sends an Unclaimed,
-        Matched or Drained slot through the Owner state (where IS_OWNER decides again)."""
-        self._reply(inp, "request_claim", False, why, claim_id, slot.name)
-        if slot.state in (State.UNCLAIMED, State.MATCHED, State.DRAINED):
-            self._change(slot, State.OWNER, Activity.IDLE, "claiming protocol failed")
-
-    def _adopt_disk(self, inp: HostSample) -> None:
-        """The first disk figure of a machine that started without one: size the slots' disk by it.
-
-        Nothing can have been carved yet (carving is refused without a disk figure), so the slots are
-        the layout's own and only their shares change.
-        """
-        h = self._host
-        host = HostSample(now=inp.now, cpus=h.cpus, memory=h.memory, swap=h.swap, disk=inp.disk)
-        try:
-            layout = _slots.build_layout(self.conf, host)
-        except ConfigError:
-            return  # the layout was valid before; a disk figure alone cannot over-commit it
-        if [d.name for d in layout.slots] != [n for n in self._order if not self.slots[n].dynamic]:
-            return
-        self.layout = layout
-        self._host = host
-        self._disk_known = True
-        for spec in layout.slots:
-            s = self.slots[spec.name]
-            if s.children:
-                continue
-            s.spec, s.resources = spec, spec.resources
-            self._publish_resources(s)
-            self._changed.add(s.name)
 
     # ------------------------------------------------------------------ passes and timers
 

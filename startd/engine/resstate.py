@@ -10,10 +10,10 @@ The shape is the C++'s, so a reader can hold the two side by side:
   which is undone (``revert``) when it would throw a claim that was just accepted straight out again;
 - :meth:`ResState._eval_slot` is ``eval_policy_periodic``: the suggestion, or else ``do_periodic_actions``.
 
-``Resource::retire_claim``/``kill_claim``/``leave_preempting_state``/``starterExited``, the backfill
-client's share of a slot and the slot's own timers live here too. What the machine as a whole decides
-(deleting a dynamic slot, draining, the hooks) belongs to the layers above; the methods this layer
-calls on them are declared at the end.
+The backfill client's share of a slot and the slot's own timers live here too. How a claim is accepted,
+retired, killed and handed over, and how its job starts and ends, is :mod:`.claiming`'s; what the machine
+as a whole decides (deleting a dynamic slot, draining, the hooks) belongs to the layers above. The
+methods this layer calls on them are declared at the end.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from .claim import Claim
 from .convert import as_int as _as_int, eval_to_bool as _eval_to_bool
-from .events import BackfillCommand, JobCommand, JobEvent, RunBenchmarks, Transition
+from .events import BackfillCommand, JobCommand, RunBenchmarks, Transition
 from .resource import ResourceBase, Slot
 from .states import Activity, State, transition_number
 
@@ -393,63 +393,6 @@ class ResState(ResourceBase):
             self._start_poll_timer()  # the client is spawned by the next poll
         return False
 
-    # ------------------------------------------------------------------ Resource: claims ending
-
-    def _accept_claim(self, slot: Slot, claim: Claim, reason: str) -> bool:
-        """Resource::acceptClaimRequest / accept_request_claim: the slot becomes Claimed/Idle for ``claim``.
-        When entering Claimed does not hold (the policy throws the claim straight out), the claiming
-        protocol fails and the slot goes to the Owner state; returns whether the claim was kept."""
-        slot.claim = claim
-        self._change(slot, State.CLAIMED, Activity.IDLE, reason)
-        if slot.state == State.CLAIMED and slot.claim is claim:
-            return True
-        if not slot.deleted:
-            if slot.claim is claim:
-                slot.claim = None
-            self._change(slot, State.OWNER, Activity.IDLE, "claiming protocol failed")
-        return False
-
-    def _leave_preempting(self, slot: Slot) -> None:
-        """Resource::leave_preempting_state: the job is gone; hand over to a preempting claim whose job
-        START does not refuse (true or undefined), or return to the Owner state."""
-        pre = slot.pre
-        slot.claim = None
-        if pre is not None and self._shutdown is None:
-            raw = self._eval(slot, "Start", pre.job)
-            if _eval_to_bool(raw) is not False:
-                slot.pre = None
-                self._accept_claim(slot, pre, "job gone; the preempting claim takes over")
-                return
-            reason = "job gone; preempting claim refused: START is false"
-        else:
-            reason = "job gone; no preempting claim, returning to owner"
-        slot.pre = None
-        self._change(slot, State.OWNER, Activity.IDLE, reason)
-
-    def _retire(self, slot: Slot, reason: str, reversible: bool = False) -> None:
-        """Resource::retire_claim: a claimed slot starts retiring (an idle claim passes through
-        Claimed/Retiring on its way to Preempting); Matched returns to Owner; Backfill is evicted."""
-        c = slot.claim
-        if slot.state == State.CLAIMED and c is not None:
-            if not reversible:
-                c.may_unretire = False
-            if self._shutdown == "peaceful":
-                c.retire_peacefully = True
-            self._change(slot, State.CLAIMED, Activity.RETIRING, reason)
-        elif slot.state == State.MATCHED:
-            self._change(slot, State.OWNER, Activity.IDLE, reason)
-        elif slot.state == State.BACKFILL:
-            self._backfill_destination(slot, State.OWNER, reason)
-
-    def _kill_claim(self, slot: Slot, reason: str) -> None:
-        """Resource::kill_claim: straight to Preempting/Killing."""
-        if slot.state in (State.CLAIMED, State.PREEMPTING):
-            self._change(slot, State.PREEMPTING, Activity.KILLING, reason)
-        elif slot.state == State.MATCHED:
-            self._change(slot, State.OWNER, Activity.IDLE, reason)
-        elif slot.state == State.BACKFILL:
-            self._backfill_destination(slot, State.OWNER, reason)
-
     # ------------------------------------------------------------------ backfill, one slot's share
 
     def _start_backfill(self, slot: Slot) -> None:
@@ -494,58 +437,6 @@ class ResState(ResourceBase):
             self._change(slot, State.MATCHED, Activity.IDLE, f"{reason}; matched")
         else:
             self._change(slot, State.OWNER, Activity.IDLE, reason)
-
-    # ------------------------------------------------------------------ the job on a claim
-
-    def _start_job(self, slot: Slot, c: Claim, reason: str) -> None:
-        """Claim::beginActivation: start the claim's job; the starter runs the PREPARE hooks (if any),
-        then the job. A job started while the machine drains is AcceptedWhileDraining."""
-        now = self.now
-        c.activations += 1
-        c.job_state = "running"
-        c.job_start = now
-        c.segment_since = now
-        c.job_run = c.job_suspended = 0.0
-        c.may_unretire = True
-        c.preempt_was_true = False
-        c.load = 0.0
-        mvt = _as_int(self._eval(slot, "MachineMaxVacateTime", c.job))
-        c.pledged_vacate = mvt if mvt is not None and mvt >= 0 else 0
-        if not c.fetched:
-            c.lease_expires = now + c.lease_duration  # activation counts as a keepalive
-        slot.accepted_while_draining = self._draining
-        slot.ad["AcceptedWhileDraining"] = slot.accepted_while_draining
-        self._begin_job(slot, c)
-        self._refresh_duty()
-        self._change(slot, State.CLAIMED, Activity.BUSY, reason)
-
-    def _job_gone(self, slot: Slot, c: Claim, detail: dict[str, Any]) -> None:
-        """Resource::starterExited: the job is gone. A job that was running when draining began may have
-        been the last of them: then final draining starts (ResMgr::checkForDrainCompletion)."""
-        check_drain = self._draining and not slot.accepted_while_draining
-        c.close_segment(self.now)
-        c.job_state = None
-        c.load = 0.0
-        c.job_start = None
-        c.preparing = None
-        c.update_at = None
-        c.exit_pending = None
-        self._emit(JobEvent(self.now, slot.name, "exit", c.id, detail))
-        self._refresh_duty()
-        if slot.state == State.CLAIMED:
-            if slot.activity == Activity.RETIRING:
-                self._to_preempting(slot, "job finished during retirement")
-            else:
-                slot.user_suspended = False
-                self._change(slot, State.CLAIMED, Activity.IDLE, "job exited")
-                if c.fetched and slot.claim is c and slot.state == State.CLAIMED:
-                    self._try_fetch(slot)  # a fetched claim asks for more work at once
-        elif slot.state == State.PREEMPTING:
-            self._leave_preempting(slot)
-        if not slot.deleted:
-            self._publish_claim(slot)
-        if check_drain:
-            self._check_drain_completion()
 
     # ------------------------------------------------------------------ the slot's timers
 
@@ -609,6 +500,30 @@ class ResState(ResourceBase):
         return out
 
     # ------------------------------------------------------------------ provided by the layers above
+
+    def _accept_claim(self, slot: Slot, claim: Claim, reason: str) -> bool:
+        """Claiming: the slot becomes Claimed/Idle for ``claim`` (Resource::acceptClaimRequest)."""
+        raise NotImplementedError
+
+    def _leave_preempting(self, slot: Slot) -> None:
+        """Claiming: Resource::leave_preempting_state."""
+        raise NotImplementedError
+
+    def _retire(self, slot: Slot, reason: str, reversible: bool = False) -> None:
+        """Claiming: Resource::retire_claim."""
+        raise NotImplementedError
+
+    def _kill_claim(self, slot: Slot, reason: str) -> None:
+        """Claiming: Resource::kill_claim."""
+        raise NotImplementedError
+
+    def _start_job(self, slot: Slot, c: Claim, reason: str) -> None:
+        """Claiming: Claim::beginActivation."""
+        raise NotImplementedError
+
+    def _job_gone(self, slot: Slot, c: Claim, detail: dict[str, Any]) -> None:
+        """Claiming: Resource::starterExited."""
+        raise NotImplementedError
 
     def _delete_slot(self, slot: Slot, reason: str) -> None:
         """ResMgr: a dynamic slot goes away and gives its resources back to its partitionable slot."""

@@ -15,28 +15,12 @@ import os
 import time
 from typing import Any, Callable
 
-from ..classad import ClassAd
 from ..engine.events import HookResult, RunHook
 from .process import DEFAULT_MAX_OUTPUT, ProcessResult, run_program
 
 log = logging.getLogger("startd.hooks")
 
 EngineFeed = Callable[[Any], None]
-
-
-def with_keyword(job: ClassAd, keyword: str) -> ClassAd:
-    """Give a fetched job the keyword of the hook that fetched it, unless it names its own.
-
-    A fetched job always runs with this HookKeyword (StartdHookMgr::handleHookFetchWork inserts it),
-    so it goes into the ad before the engine asks START, RANK and the job's Requirements about the
-    job: START judges the job that will run, as it judges a scenario's fetched work, which carries
-    its HookKeyword. A START that keeps fetched work off a slot (``TARGET.HookKeyword =!= "FETCH"``)
-    thus refuses it there and REPLY_FETCH hears ``reject``. (HTCondor inserts the keyword after
-    Resource::willingToRun, but on a partitionable slot its create_dslot asks the slot's Requirements
-    again with the keyword in, and does not run the job either.)"""
-    if not isinstance(job.evaluate("HookKeyword"), str) and keyword:
-        job["HookKeyword"] = keyword
-    return job
 
 
 class HookRunner:
@@ -89,8 +73,6 @@ class HookRunner:
             ad, bad = parse_hook_ad(res.stdout)
             for line, why in bad:
                 log.warning("%s printed a line that is not an attribute, ignored: %r (%s)", name, line, why)
-            if out.hook == "FETCH_WORK" and ad is not None and len(ad):
-                with_keyword(ad, out.keyword)
         result = HookResult(now=self._clock(), request=out.request, hook=out.hook, slot=out.slot, ad=ad,
                             exit_code=res.exit_code, signal=res.signal, error=res.error,
                             bad_lines=tuple(b[0] for b in bad))

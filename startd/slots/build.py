@@ -8,8 +8,7 @@ is fatal), then hand out the ``auto`` shares evenly from what is left.
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from ..config.errors import ConfigError
@@ -19,10 +18,7 @@ from ..config.slottypes import (
     SlotTypeSpec,
     config_error,
     machine_resources,
-    parse_share,
     parse_slot_type,
-    split_list as _split_list,
-    standard_resource,
 )
 from .layout import MachineLayout, SlotDef
 from .resources import Resources

@@ -16,13 +16,11 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Callable
 
-import pytest
 
 from startd import config
-from startd.daemon import Daemon
-from startd.starter.state import read_records, reap_leftovers
+from startd.starter.state import read_records
 from startd.transport.client import BrokerSession
 from startd.transport.settings import MqttSettings, Topics
 

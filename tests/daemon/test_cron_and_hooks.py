@@ -142,6 +142,8 @@ FETCH_HOOK_FETCH_WORK = {scripts}/fetch
 FETCH_HOOK_REPLY_FETCH = {scripts}/reply
 FETCH_HOOK_JOB_EXIT = {scripts}/exit
 FetchWorkDelay = 1
+# the first fetch is a periodic action (ResState::do_periodic_actions): the first UPDATE_INTERVAL pass
+UPDATE_INTERVAL = 2
 """)
     d = await daemon_process(cfg)
     await wait_for(lambda: (shared / "mark").exists(), 30, "the fetched job to run")
@@ -182,6 +184,8 @@ STARTD_JOB_HOOK_KEYWORD = FETCH
 FETCH_HOOK_FETCH_WORK = {scripts}/fetch
 FETCH_HOOK_REPLY_FETCH = {scripts}/reply
 FetchWorkDelay = 1
+# the first fetch is a periodic action (ResState::do_periodic_actions): the first UPDATE_INTERVAL pass
+UPDATE_INTERVAL = 2
 START = {start}
 """)
         d = await daemon_process(cfg)

@@ -69,17 +69,3 @@ async def test_shutdown_kills_running_hooks(script, tmp_path) -> None:
         await asyncio.sleep(0.02)
     await runner.shutdown()
     assert pids_in(pids) and not any(alive(p) for p in pids_in(pids))
-
-
-async def test_fetched_job_carries_its_hook_keyword_before_the_engine_judges_it(script) -> None:
-    # StartdHookMgr::handleHookFetchWork gives a fetched job the slot's keyword unless it names one;
-    # it is in the ad the engine hands to START, so START judges the job that will run
-    plain = script("plain", 'echo \'Cmd = "/bin/true"\'\n')
-    (res,) = await _run(_hook(plain))
-    assert res.ad is not None and res.ad.evaluate("HookKeyword") == "FETCH"
-    own = script("own", 'echo \'Cmd = "/bin/true"\'\necho \'HookKeyword = "OTHER"\'\n')
-    (res,) = await _run(_hook(own))
-    assert res.ad is not None and res.ad.evaluate("HookKeyword") == "OTHER"
-    # the starter's hooks print job attributes, not a fetched job: nothing is added to them
-    (res,) = await _run(_hook(plain, hook="PREPARE_JOB"))
-    assert res.ad is not None and "HookKeyword" not in res.ad

@@ -11,8 +11,7 @@ from startd.classad import ClassAd, parse_ad
 from startd.engine import events as ev
 from startd.transport.authz import COMMAND_LEVELS, AuthorizationPolicy, Level, is_loopback_host
 from startd.transport.dispatch import CommandDispatcher, IdempotencyCache
-from startd.transport.messages import (COMMANDS, ActivateClaimCommand, CommandError, DrainCommand,
-                                       QueryCommand, ReplyMessage, RequestClaimCommand, make_reply,
+from startd.transport.messages import (COMMANDS, ActivateClaimCommand, CommandError, QueryCommand, ReplyMessage, RequestClaimCommand, make_reply,
                                        parse_command, public_ad, query_reply, reply_from_engine,
                                        to_engine_input)
 

@@ -1,0 +1,127 @@
+"""What a slot does with its claims (HTCondor's ``Resource`` and ``Claim`` around the state machine):
+accept one (``Resource::acceptClaimRequest``), retire or kill it (``retire_claim``, ``kill_claim``), hand
+the slot to the preempting claim once the job is gone (``leave_preempting_state``), start a claim's job
+(``Claim::beginActivation``) and take note of its end (``Resource::starterExited``), which may begin
+final draining.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .claim import Claim
+from .convert import as_int as _as_int, eval_to_bool as _eval_to_bool
+from .events import JobEvent
+from .resource import Slot
+from .resstate import ResState
+from .states import Activity, State
+
+
+class Claiming(ResState):
+    """Claims accepted, retired, killed and handed over; the jobs they run."""
+
+    def _accept_claim(self, slot: Slot, claim: Claim, reason: str) -> bool:
+        """Resource::acceptClaimRequest / accept_request_claim: the slot becomes Claimed/Idle for ``claim``.
+        When entering Claimed does not hold (the policy throws the claim straight out), the claiming
+        protocol fails and the slot goes to the Owner state; returns whether the claim was kept."""
+        slot.claim = claim
+        self._change(slot, State.CLAIMED, Activity.IDLE, reason)
+        if slot.state == State.CLAIMED and slot.claim is claim:
+            return True
+        if not slot.deleted:
+            if slot.claim is claim:
+                slot.claim = None
+            self._change(slot, State.OWNER, Activity.IDLE, "claiming protocol failed")
+        return False
+
+    def _leave_preempting(self, slot: Slot) -> None:
+        """Resource::leave_preempting_state: the job is gone; hand over to a preempting claim whose job
+        START does not refuse (true or undefined), or return to the Owner state."""
+        pre = slot.pre
+        slot.claim = None
+        if pre is not None and self._shutdown is None:
+            raw = self._eval(slot, "Start", pre.job)
+            if _eval_to_bool(raw) is not False:
+                slot.pre = None
+                self._accept_claim(slot, pre, "job gone; the preempting claim takes over")
+                return
+            reason = "job gone; preempting claim refused: START is false"
+        else:
+            reason = "job gone; no preempting claim, returning to owner"
+        slot.pre = None
+        self._change(slot, State.OWNER, Activity.IDLE, reason)
+
+    def _retire(self, slot: Slot, reason: str, reversible: bool = False) -> None:
+        """Resource::retire_claim: a claimed slot starts retiring (an idle claim passes through
+        Claimed/Retiring on its way to Preempting); Matched returns to Owner; Backfill is evicted."""
+        c = slot.claim
+        if slot.state == State.CLAIMED and c is not None:
+            if not reversible:
+                c.may_unretire = False
+            if self._shutdown == "peaceful":
+                c.retire_peacefully = True
+            self._change(slot, State.CLAIMED, Activity.RETIRING, reason)
+        elif slot.state == State.MATCHED:
+            self._change(slot, State.OWNER, Activity.IDLE, reason)
+        elif slot.state == State.BACKFILL:
+            self._backfill_destination(slot, State.OWNER, reason)
+
+    def _kill_claim(self, slot: Slot, reason: str) -> None:
+        """Resource::kill_claim: straight to Preempting/Killing."""
+        if slot.state in (State.CLAIMED, State.PREEMPTING):
+            self._change(slot, State.PREEMPTING, Activity.KILLING, reason)
+        elif slot.state == State.MATCHED:
+            self._change(slot, State.OWNER, Activity.IDLE, reason)
+        elif slot.state == State.BACKFILL:
+            self._backfill_destination(slot, State.OWNER, reason)
+
+    def _start_job(self, slot: Slot, c: Claim, reason: str) -> None:
+        """Claim::beginActivation: start the claim's job; the starter runs the PREPARE hooks (if any),
+        then the job. A job started while the machine drains is AcceptedWhileDraining."""
+        now = self.now
+        c.activations += 1
+        c.job_state = "running"
+        c.job_start = now
+        c.segment_since = now
+        c.job_run = c.job_suspended = 0.0
+        c.may_unretire = True
+        c.preempt_was_true = False
+        c.load = 0.0
+        mvt = _as_int(self._eval(slot, "MachineMaxVacateTime", c.job))
+        c.pledged_vacate = mvt if mvt is not None and mvt >= 0 else 0
+        if not c.fetched:
+            c.lease_expires = now + c.lease_duration  # activation counts as a keepalive
+        slot.accepted_while_draining = self._draining
+        slot.ad["AcceptedWhileDraining"] = slot.accepted_while_draining
+        self._begin_job(slot, c)
+        self._refresh_duty()
+        self._change(slot, State.CLAIMED, Activity.BUSY, reason)
+
+    def _job_gone(self, slot: Slot, c: Claim, detail: dict[str, Any]) -> None:
+        """Resource::starterExited: the job is gone. A job that was running when draining began may have
+        been the last of them: then final draining starts (ResMgr::checkForDrainCompletion)."""
+        check_drain = self._draining and not slot.accepted_while_draining
+        c.close_segment(self.now)
+        c.job_state = None
+        c.load = 0.0
+        c.job_start = None
+        c.preparing = None
+        c.update_at = None
+        c.exit_pending = None
+        self._emit(JobEvent(self.now, slot.name, "exit", c.id, detail))
+        self._refresh_duty()
+        if slot.state == State.CLAIMED:
+            if slot.activity == Activity.RETIRING:
+                self._to_preempting(slot, "job finished during retirement")
+            else:
+                slot.user_suspended = False
+                self._change(slot, State.CLAIMED, Activity.IDLE, "job exited")
+                if c.fetched and slot.claim is c and slot.state == State.CLAIMED:
+                    self._try_fetch(slot)  # a fetched claim asks for more work at once
+        elif slot.state == State.PREEMPTING:
+            self._leave_preempting(slot)
+        if not slot.deleted:
+            self._publish_claim(slot)
+        if check_drain:
+            self._check_drain_completion()
+
