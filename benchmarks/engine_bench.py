@@ -15,8 +15,8 @@ from startd.engine.events import HostSample
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
-    for label, text in (("default policy", f"NUM_CPUS = {n}\nNUM_SLOTS = {n}\nRUNBENCHMARKS = False\n"),
-                        ("POLICY : Desktop", f"use POLICY : Desktop\nNUM_CPUS = {n}\nNUM_SLOTS = {n}\n"
+    for label, text in (("default policy", f"NUM_CPUS = {n}\nNUM_SLOTS = {n}\nSLOT_TYPE_0_PARTITIONABLE = False\nRUNBENCHMARKS = False\n"),
+                        ("POLICY : Desktop", f"use POLICY : Desktop\nNUM_CPUS = {n}\nNUM_SLOTS = {n}\nSLOT_TYPE_0_PARTITIONABLE = False\n"
                                              "RUNBENCHMARKS = False\n")):
         conf = config.load(text=text)
         eng = Engine(conf, HostSample(now=1_000_000.0, cpus=n, memory=n * 1024, keyboard_idle=5000,

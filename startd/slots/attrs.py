@@ -174,7 +174,7 @@ def config_attrs(conf: "Config", slot: int | SlotDef) -> dict[str, Expr | None]:
         slot_knob = f"SLOT{slot_id}_{attr}"
         if conf.lookup_definition(slot_knob) is not None:
             text = conf.get(slot_knob)
-        elif (slot_def is not None and slot_def.type_id
+        elif (slot_def is not None
               and conf.lookup_definition(f"SLOT_TYPE_{slot_def.parent_type_id}_{attr}") is not None):
             text = conf.get(f"SLOT_TYPE_{slot_def.parent_type_id}_{attr}")
         elif conf.lookup_definition(attr) is not None:

@@ -184,9 +184,10 @@ def build_layout(conf: "Config", host: Any) -> MachineLayout:
     ``host`` is a :class:`startd.engine.events.HostSample` (``cpus``, ``memory`` MB, ``disk`` KB,
     ``swap`` KB; a None field falls back to the configuration's DETECTED_* values).
 
-    With no ``SLOT_TYPE_<N>`` with ``NUM_SLOTS_TYPE_<N>`` > 0 and no NUM_SLOTS, HTCondor 23+ makes one
-    partitionable slot holding everything (``use FEATURE : PartitionableSlot`` by default). NUM_SLOTS
-    gives that many static slots, each an even share. Raises :class:`startd.config.ConfigError` naming
+    With no ``NUM_SLOTS_TYPE_<N>`` > 0 the slots are of type 0 (slot_builder.cpp countTypes): NUM_SLOTS of
+    them (one when it is not set), each an even ("auto") share, partitionable unless
+    SLOT_TYPE_0_PARTITIONABLE is false (then NUM_SLOTS defaults to the number of cpus). Raises
+    :class:`startd.config.ConfigError` naming
     the over-committed resource and the knob's file:line when the slot types ask for more than there is.
     """
     overrides = _host_overrides(host)
@@ -248,18 +249,15 @@ def build_layout(conf: "Config", host: Any) -> MachineLayout:
             type_texts[t] = conf.get(f"SLOT_TYPE_{t}") or "auto"
             partitionable[t] = _bool_knob(conf, f"SLOT_TYPE_{t}_PARTITIONABLE", False)
     else:
-        num_slots = _int_knob(conf, "NUM_SLOTS", overrides, None)
-        if num_slots is None:
-            # HTCondor 23 and later: one partitionable slot owning the whole machine.
-            counts = {1: 1}
-            type_texts[1] = "100%"
-            partitionable[1] = True
-        else:
-            if num_slots < 0:
-                raise config_error(conf, "NUM_SLOTS", f"cannot be negative, got {num_slots}")
-            counts = {0: num_slots} if num_slots else {}
-            type_texts[0] = "auto"
-            partitionable[0] = False
+        # countTypes: type 0 is partitionable unless SLOT_TYPE_0_PARTITIONABLE says otherwise (HTCondor 23+)
+        pslot = _bool_knob(conf, "SLOT_TYPE_0_PARTITIONABLE", True)
+        num_slots = _int_knob(conf, "NUM_SLOTS", overrides, 1 if pslot else num_cpus)
+        assert num_slots is not None
+        if num_slots < 0:
+            raise config_error(conf, "NUM_SLOTS", f"cannot be negative, got {num_slots}")
+        counts = {0: num_slots} if num_slots else {}
+        type_texts[0] = "auto"
+        partitionable[0] = pslot
 
     # Explicit shares first: every one is subtracted from what is available.
     avail_cpus: float = num_cpus
@@ -373,10 +371,10 @@ def build_layout(conf: "Config", host: Any) -> MachineLayout:
         )
         cp = False
         if s.partitionable:
-            cp_text = conf.get(f"SLOT_TYPE_{s.type_id}_CONSUMPTION_POLICY") if s.type_id else None
+            cp_text = conf.get(f"SLOT_TYPE_{s.type_id}_CONSUMPTION_POLICY")
             cp = _bool_knob(conf, f"SLOT_TYPE_{s.type_id}_CONSUMPTION_POLICY" if cp_text is not None
                             else "CONSUMPTION_POLICY", False)
-        name_prefix = (conf.get(f"SLOT_TYPE_{s.type_id}_NAME_PREFIX") if s.type_id else None) or prefix_default
+        name_prefix = conf.get(f"SLOT_TYPE_{s.type_id}_NAME_PREFIX") or prefix_default
         defs.append(SlotDef(
             id=i + 1, type_id=s.type_id, resources=res, partitionable=s.partitionable,
             custom_ids=ids, consumption_policy=cp, disk_fraction=s.disk_fraction or 0.0,

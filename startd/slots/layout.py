@@ -24,8 +24,8 @@ class SlotDef:
     ``resources`` is the slot's own share (published as ``TotalSlot<Resource>``); for a partitionable
     slot that is everything it may carve. ``custom_ids`` are the ids of custom resources assigned to
     this slot (published as ``Assigned<name>``). ``type_id`` is the N of ``SLOT_TYPE_<N>`` (0 for the
-    even split of NUM_SLOTS; negative, the parent's negated, for a dynamic slot). ``consumption_policy`` is true when the slot type
-    enables ``CONSUMPTION_POLICY`` (partitionable slots only).
+    slots NUM_SLOTS makes; a dynamic slot has its parent's, since HTCondor 23.1). ``consumption_policy`` is
+    true when the slot type enables ``CONSUMPTION_POLICY`` (partitionable slots only).
     """
 
     id: int
@@ -55,8 +55,8 @@ class SlotDef:
 
     @property
     def parent_type_id(self) -> int:
-        """The slot type whose knobs apply (a dynamic slot uses its parent's)."""
-        return abs(self.type_id)
+        """The slot type whose knobs apply (a dynamic slot's is its parent's)."""
+        return self.type_id
 
     @property
     def kind(self) -> SlotKind:
@@ -66,11 +66,11 @@ class SlotDef:
         return "Partitionable" if self.partitionable else "Static"
 
     def knob(self, conf: "Config", name: str) -> str | None:
-        """A per-slot-type knob: ``SLOT_TYPE_<type>_<name>`` if defined, else ``<name>``."""
-        if self.type_id:
-            v = conf.get(f"SLOT_TYPE_{self.parent_type_id}_{name}")
-            if v is not None:
-                return v
+        """A per-slot-type knob (SlotType::param): ``SLOT_TYPE_<type>_<name>`` if defined (type 0, the
+        slots of NUM_SLOTS, included), else ``<name>``."""
+        v = conf.get(f"SLOT_TYPE_{self.type_id}_{name}")
+        if v is not None:
+            return v
         return conf.get(name)
 
 
@@ -108,10 +108,11 @@ def dynamic_slot(parent: SlotDef, sub_id: int, resources: Resources,
                  custom_ids: dict[str, tuple[str, ...]] | None = None) -> SlotDef:
     """The SlotDef of the dynamic slot ``slot<parent.id>_<sub_id>`` carved from ``parent``.
 
-    Its SlotTypeID is the negative of the parent's, as HTCondor publishes it. ``custom_ids`` are the
-    ids of custom resources it took (see :func:`startd.slots.carve.take_ids`).
+    Its SlotTypeID is the parent's (create_dslot builds it with ``rip->type_id()``; HTCondor published the
+    negated id before 23.0). ``custom_ids`` are the ids of custom resources it took (see
+    :func:`startd.slots.carve.take_ids`).
     """
-    return SlotDef(id=parent.id, type_id=-abs(parent.type_id), resources=resources, partitionable=False,
+    return SlotDef(id=parent.id, type_id=parent.type_id, resources=resources, partitionable=False,
                    sub_id=sub_id, parent=parent,
                    custom_ids=dict(custom_ids or {}), consumption_policy=False,
                    disk_fraction=0.0, swap_fraction=0.0, raw_cpus=float(resources.cpus),

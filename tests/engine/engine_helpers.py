@@ -19,9 +19,9 @@ class Driver:
     def __init__(self, text: str = "", cpus: int = 1, kbd: float = 100_000, load: float = 0.0,
                  benchmarks: bool = False, keyboard: bool = True, disk: int | None = 10_000_000,
                  extra: dict[str, Any] | None = None) -> None:
-        # The state-machine tests are about static slots: one per CPU, as NUM_SLOTS gives them (without
-        # it HTCondor makes one partitionable slot). A test's own layout knobs, written after, win.
-        pre = f"NUM_SLOTS = {cpus}\n"
+        # The state-machine tests are about static slots: one per CPU (NUM_SLOTS alone gives partitionable
+        # slots, SLOT_TYPE_0_PARTITIONABLE defaulting to true). A test's own layout knobs, written after, win.
+        pre = f"NUM_SLOTS = {cpus}\nSLOT_TYPE_0_PARTITIONABLE = False\n"
         pre += "" if benchmarks else "RUNBENCHMARKS = False\n"
         if keyboard:  # every slot watches the keyboard and console, as POLICY : Desktop sets it
             pre += "SLOTS_CONNECTED_TO_KEYBOARD = 1000\nSLOTS_CONNECTED_TO_CONSOLE = 1000\n"

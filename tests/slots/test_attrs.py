@@ -9,7 +9,7 @@ from startd.classad import ClassAd, parse_ad, parse_expr
 
 
 def test_static_slot_identity_and_resources() -> None:
-    lay = layout("NUM_SLOTS = 2")
+    lay = layout("NUM_SLOTS = 2\nSLOT_TYPE_0_PARTITIONABLE = False")
     a = slots.resource_attrs(lay.slots[1], lay, machine_name="node.example")
     assert a["Name"] == "slot2@node.example" and a["Machine"] == "node.example"
     assert (a["MyType"], a["TargetType"]) == ("Machine", "Job")
@@ -48,7 +48,8 @@ def test_dynamic_slot_identity() -> None:
     d = slots.dynamic_slot(lay.slots[0], 3, slots.Resources(cpus=1, memory=128, disk=2048))
     a = slots.resource_attrs(d, lay, machine_name="m")
     assert a["Name"] == "slot1_3@m"
-    assert (a["SlotID"], a["SlotTypeID"], a["SlotType"], a["DynamicSlot"]) == (1, -1, "Dynamic", True)
+    # Resource::publish_static: SlotTypeID is the partitionable slot's (0 here), never negative since 23.0
+    assert (a["SlotID"], a["SlotTypeID"], a["SlotType"], a["DynamicSlot"]) == (1, 0, "Dynamic", True)
     assert (a["ParentSlotId"], a["DSlotId"]) == (1, 3)
     assert (a["Cpus"], a["TotalSlotCpus"], a["Memory"]) == (1, 1, 128)
 

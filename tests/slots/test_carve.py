@@ -91,7 +91,7 @@ def test_requirements_of_the_slot_ad_are_checked() -> None:
 
 
 def test_static_slots_are_not_carved() -> None:
-    c, lay, p = _setup("NUM_SLOTS = 2")
+    c, lay, p = _setup("NUM_SLOTS = 2\nSLOT_TYPE_0_PARTITIONABLE = False")
     assert "not a partitionable slot" in str(slots.carve(p, p.resources, parse_ad("[]"), None, c, layout=lay))
 
 
@@ -126,7 +126,8 @@ def test_dynamic_slot_naming_and_id_reuse() -> None:
     assert ids.next() == 4
     c, lay, p = _setup()
     d = slots.dynamic_slot(p, 2, slots.Resources(cpus=1, memory=1, disk=1))
-    assert (d.name, d.kind, d.type_id, d.parent) == ("slot1_2", "Dynamic", -1, p)
+    # create_dslot: a dynamic slot has its parent's slot type (HTCondor 23.1 and later)
+    assert (d.name, d.kind, d.type_id, d.parent) == ("slot1_2", "Dynamic", p.type_id, p)
 
 
 def test_consumption_policy_sizes_by_consumption_exprs() -> None:

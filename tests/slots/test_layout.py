@@ -10,21 +10,31 @@ from startd.config import ConfigError
 from slotkit import host, layout
 
 
-def test_default_is_one_partitionable_slot_holding_everything() -> None:
+def test_default_is_one_partitionable_slot_of_type_0_holding_everything() -> None:
+    # slot_builder.cpp countTypes: no NUM_SLOTS_TYPE_<N>: NUM_SLOTS (default 1) slots of type 0, partitionable
     lay = layout()
     assert len(lay.slots) == 1
     s = lay.slots[0]
-    assert (s.name, s.kind, s.type_id) == ("slot1", "Partitionable", 1)
+    assert (s.name, s.kind, s.type_id) == ("slot1", "Partitionable", 0)
     assert s.resources.cpus == 8 and s.resources.memory == 16384
     assert s.resources.disk == 100_000_000 and s.resources.swap == 2_000_000
 
 
-def test_num_slots_divides_the_machine_evenly_into_static_slots() -> None:
+def test_num_slots_divides_the_machine_evenly_into_partitionable_slots() -> None:
+    # countTypes: SLOT_TYPE_0_PARTITIONABLE defaults to true (SlotType::init_types), so NUM_SLOTS = N
+    # without slot types gives N partitionable slots, each an even share
     lay = layout("NUM_SLOTS = 4")
     assert [s.name for s in lay.slots] == ["slot1", "slot2", "slot3", "slot4"]
     for s in lay.slots:
-        assert s.kind == "Static" and s.type_id == 0
+        assert s.kind == "Partitionable" and s.type_id == 0
         assert (s.resources.cpus, s.resources.memory, s.resources.disk) == (2, 4096, 25_000_000)
+
+
+def test_num_slots_with_slot_type_0_not_partitionable_gives_static_slots() -> None:
+    lay = layout("NUM_SLOTS = 4\nSLOT_TYPE_0_PARTITIONABLE = False")
+    assert [(s.kind, s.type_id) for s in lay.slots] == [("Static", 0)] * 4
+    # without NUM_SLOTS, one static slot per cpu
+    assert len(layout("SLOT_TYPE_0_PARTITIONABLE = False").slots) == 8
 
 
 def test_num_slots_cannot_exceed_the_cpus() -> None:
@@ -188,7 +198,10 @@ def test_consumption_policy_is_per_partitionable_slot_type() -> None:
     lay = layout("SLOT_TYPE_1 = cpus=4\nSLOT_TYPE_1_PARTITIONABLE = True\nNUM_SLOTS_TYPE_1 = 1\n"
                  "SLOT_TYPE_1_CONSUMPTION_POLICY = True\n")
     assert lay.slots[0].consumption_policy
-    assert not layout("CONSUMPTION_POLICY = True\nNUM_SLOTS = 2").slots[0].consumption_policy
+    # type 0 is a slot type like any other: its partitionable slots take the global CONSUMPTION_POLICY
+    assert layout("CONSUMPTION_POLICY = True\nNUM_SLOTS = 2").slots[0].consumption_policy
+    assert not layout("CONSUMPTION_POLICY = True\nNUM_SLOTS = 2\nSLOT_TYPE_0_PARTITIONABLE = False"
+                      ).slots[0].consumption_policy
 
 
 def test_layout_lookup_by_name() -> None:
