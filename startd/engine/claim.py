@@ -19,7 +19,8 @@ class Claim:
     client: str = ""
     rank: float = 0.0
     lease_duration: float = 0.0
-    lease_expires: float | None = None
+    lease_expires: float | None = None  # None: no lease runs (fetched work, or the claim is ending)
+    alive_next: float | None = None  # when Claim::sendAlive runs next
     began: float | None = None  # when the slot entered Claimed with this claim
     activations: int = 0
     # the job currently activated on the claim: None, "running", "suspended", "vacating", "killing"
@@ -48,6 +49,31 @@ class Claim:
     update_at: float | None = None
     exit_pending: dict[str, Any] | None = None
     hook_request: int = 0
+
+    def start_lease(self, now: float) -> None:
+        """Claim::startLeaseTimer: the lease runs from now, and sendAlive every third of it."""
+        self.lease_expires = now + self.lease_duration
+        self.alive_next = now + self.lease_duration / 3
+
+    def cancel_lease(self) -> None:
+        """Claim::cancelLeaseTimer (and the sendAlive timer with it)."""
+        self.lease_expires = self.alive_next = None
+
+    def alive(self, now: float, from_schedd: bool = False) -> None:
+        """Claim::alive: the lease runs again from now; the next sendAlive comes a third of the lease
+        later, or 10 s after an ALIVE from the schedd."""
+        if self.lease_expires is None:
+            return
+        self.lease_expires = now + self.lease_duration
+        self.alive_next = now + (10.0 if from_schedd else self.lease_duration / 3)
+
+    def send_alive(self, now: float) -> None:
+        """Claim::sendAlive: while a starter runs, it keeps the claim alive (the lease is pushed forward);
+        an idle claim sends ALIVE to the schedd, whose answer arrives as a keepalive."""
+        if self.active:
+            self.alive(now)
+        else:
+            self.alive_next = now + self.lease_duration / 3
 
     @property
     def active(self) -> bool:

@@ -90,7 +90,12 @@ class Claiming(ResState):
         mvt = _as_int(self._eval(slot, "MachineMaxVacateTime", c.job))
         c.pledged_vacate = mvt if mvt is not None and mvt >= 0 else 0
         if not c.fetched:
-            c.lease_expires = now + c.lease_duration  # activation counts as a keepalive
+            # Claim::cacheJobInfo takes JobLeaseDuration from the job being activated; the activation is an
+            # alive (Claim::alive)
+            jld = c.job.evaluate("JobLeaseDuration")
+            if isinstance(jld, int) and not isinstance(jld, bool):
+                c.lease_duration = float(jld)
+            c.alive(now)
         slot.accepted_while_draining = self._draining
         slot.ad["AcceptedWhileDraining"] = slot.accepted_while_draining
         self._begin_job(slot, c)

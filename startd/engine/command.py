@@ -183,12 +183,12 @@ class Engine(ResMgr):
         return self._reply(inp, "match", False, f"{slot.name} is {slot.state.value}/{slot.activity.value}, "
                            "not available for a match", slot=slot.name)
 
-    def _lease_for(self, inp: RequestClaim, job: ClassAd) -> float:
+    def _lease_for(self, inp: RequestClaim) -> float:
+        """The lease of a new claim (Claim::setaliveint): MAX_CLAIM_ALIVES_MISSED times the schedd's alive
+        interval (ALIVE_INTERVAL), unless the request names one. The job's JobLeaseDuration takes over
+        when the claim is activated (Claim::cacheJobInfo)."""
         if inp.lease is not None and inp.lease > 0:
             return float(inp.lease)
-        v = job.evaluate("JobLeaseDuration")
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
-            return float(v)
         return self.knobs.max_claim_alives_missed * self.knobs.alive_interval
 
     def _on_request_claim(self, inp: RequestClaim) -> None:
@@ -212,7 +212,7 @@ class Engine(ResMgr):
             return self._reply(inp, cmd, False, f"{slot.name} is draining and its draining ends in less than 20 "
                                "seconds", inp.claim_id, slot.name)
         job = inp.job if inp.job is not None else ClassAd()
-        claim = Claim(id=inp.claim_id, job=job, client=inp.client, lease_duration=self._lease_for(inp, job))
+        claim = Claim(id=inp.claim_id, job=job, client=inp.client, lease_duration=self._lease_for(inp))
         if slot.spec.partitionable:
             return self._claim_pslot(inp, slot, claim)
         if slot.spec.kind == "Static":
@@ -360,8 +360,7 @@ class Engine(ResMgr):
         if found is None or not found[2] or found[0].state not in (State.CLAIMED, State.PREEMPTING):
             return self._reply(inp, "keepalive", False, f"unknown claim id {inp.claim_id!r}", inp.claim_id)
         slot, c, _ = found
-        if c.lease_expires is not None:
-            c.lease_expires = self.now + c.lease_duration
+        c.alive(self.now, from_schedd=True)
         self._reply(inp, "keepalive", True, "", c.id, slot.name, lease_expires=c.lease_expires)
         return None
 

@@ -299,7 +299,7 @@ class ResState(ResourceBase):
         c = slot.claim
         if c is not None:
             c.began = None
-            c.lease_expires = None
+            c.cancel_lease()
         slot.pre = None
         now = self.now
         self._emit(Transition(now, slot.name, slot.state.value, slot.activity.value, old_s.value, old_a.value,
@@ -321,7 +321,7 @@ class ResState(ResourceBase):
                 slot.user_suspended = False
                 self._emit(JobCommand(self.now, slot.name, c.id, "continue"))
             if statechange and activity != Activity.VACATING:
-                c.lease_expires = None
+                c.cancel_lease()
         if old_s == State.MATCHED:
             slot.match_deadline = None
         if old_s == State.PREEMPTING and statechange:
@@ -345,8 +345,8 @@ class ResState(ResourceBase):
         elif s == State.CLAIMED and c is not None:
             if statechange:
                 c.began = now
-                # fetched work has no schedd to renew a lease
-                c.lease_expires = None if c.fetched else now + c.lease_duration
+                if not c.fetched:  # fetched work has no schedd to hold a lease with
+                    c.start_lease(now)
             if a == Activity.IDLE and c.fetched and c.activations == 0 and not c.active:
                 self._start_job(slot, c, "starting the fetched job")
                 return True
@@ -446,9 +446,14 @@ class ResState(ResourceBase):
             self._change(slot, State.OWNER, Activity.IDLE, "MATCH_TIMEOUT expired")
 
     def _lease_expired(self, slot: Slot) -> None:
+        """Claim::leaseExpired: the schedd has not been heard from for a whole lease."""
         if slot.claim is not None:
-            slot.claim.lease_expires = None
+            slot.claim.cancel_lease()
         self._kill_claim(slot, "claim lease expired (condor_schedd gone?)")
+
+    def _send_alive(self, slot: Slot) -> None:
+        if slot.claim is not None:
+            slot.claim.send_alive(self.now)
 
     def _vacate_expired(self, slot: Slot) -> None:
         """Starter::softkillTimeout: the vacate time is up and the job is still there. The starter is told
@@ -482,6 +487,8 @@ class ResState(ResourceBase):
             out.append((slot.match_deadline, partial(self._match_expired, slot)))
         if c is not None and c.lease_expires is not None and slot.state in (State.CLAIMED, State.PREEMPTING):
             out.append((c.lease_expires, partial(self._lease_expired, slot)))
+            if c.alive_next is not None and c.alive_next < c.lease_expires:
+                out.append((c.alive_next, partial(self._send_alive, slot)))
         if slot.state == State.PREEMPTING and slot.activity == Activity.VACATING and slot.vacate_deadline is not None:
             out.append((slot.vacate_deadline, partial(self._vacate_expired, slot)))
         if slot.state == State.PREEMPTING and slot.killing_deadline is not None:

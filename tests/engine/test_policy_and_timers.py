@@ -31,22 +31,36 @@ def test_evaluation_every_polling_interval_while_claimed() -> None:
     assert d.eng.next_wakeup() == 18
 
 
-def test_claim_lease_expiry_kills_the_claim() -> None:
+def test_a_running_job_keeps_its_claim_alive_and_the_lease_ends_after_it() -> None:
+    # Claim::sendAlive: every third of the lease, a claim whose starter runs has its lease pushed forward;
+    # an idle claim's lease is renewed only by the schedd. The job started at 11 (lease 30 s, alives every
+    # 10 s from then); it exits at 205, the last push was at 201: the claim is killed at 231.
     d = busy("ALIVE_INTERVAL = 10\nMAX_CLAIM_ALIVES_MISSED = 3\n")
-    d.until(41)
+    d.until(200)
+    assert d.state() == "Claimed/Busy"
+    d.do(JobExited(now=205, claim_id="c1"))
+    d.until(230)
+    assert d.state() == "Claimed/Idle"
+    d.until(231)
     t = [x for x in d.transitions() if x.to_activity == "Killing"][0]
-    assert t.t == 41 and "lease" in t.reason
+    assert t.t == 231 and "lease" in t.reason
 
 
-def test_keepalive_renews_the_lease_and_job_lease_duration_wins() -> None:
+def test_keepalive_renews_the_lease_and_job_lease_duration_counts_from_activation() -> None:
+    # Claim::setaliveint: a new claim's lease is MAX_CLAIM_ALIVES_MISSED * ALIVE_INTERVAL (1800 s by
+    # default); Claim::cacheJobInfo takes the job's JobLeaseDuration when it is activated
     d = Driver()
     d.do(RequestClaim(now=10, slot="slot1", claim_id="c1", job=job(JobLeaseDuration=30)))
-    d.do(Keepalive(now=35, claim_id="c1"))
-    d.until(64)
+    d.until(100)
     assert d.state() == "Claimed/Idle"
-    d.until(66)
+    d.do(ActivateClaim(now=110, claim_id="c1"))
+    d.do(JobExited(now=115, claim_id="c1"))
+    d.do(Keepalive(now=135, claim_id="c1"))  # the lease runs 30 s from here
+    d.until(164)
+    assert d.state() == "Claimed/Idle"
+    d.until(166)
     assert d.state() != "Claimed/Idle"
-    assert not reply(d.do(Keepalive(now=70, claim_id="nope"))).accepted
+    assert not reply(d.do(Keepalive(now=170, claim_id="nope"))).accepted
 
 
 def test_killing_timeout_gives_up_on_the_job() -> None:
