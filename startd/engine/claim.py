@@ -23,6 +23,9 @@ class Claim:
     alive_next: float | None = None  # when Claim::sendAlive runs next
     began: float | None = None  # when the slot entered Claimed with this claim
     activations: int = 0
+    # Claim::starterExited takes the job ad away from the claim: until the next activation brings one, the
+    # claim's policy is evaluated without a job (``job`` is kept for an activation that names none)
+    job_ad_gone: bool = False
     # the job currently activated on the claim: None, "running", "suspended", "vacating", "killing"
     job_state: str | None = None
     job_start: float | None = None

@@ -80,6 +80,7 @@ class Claiming(ResState):
         then the job. A job started while the machine drains is AcceptedWhileDraining."""
         now = self.now
         c.activations += 1
+        c.job_ad_gone = False
         c.job_state = "running"
         c.job_start = now
         c.segment_since = now
@@ -108,6 +109,7 @@ class Claiming(ResState):
         check_drain = self._draining and not slot.accepted_while_draining
         c.close_segment(self.now)
         c.job_state = None
+        c.job_ad_gone = True
         c.load = 0.0
         c.job_start = None
         c.preparing = None

@@ -336,7 +336,9 @@ class ResourceBase:
         self._out.append(o)
 
     def _job(self, slot: Slot) -> ClassAd | None:
-        return slot.claim.job if slot.claim is not None else None
+        """The job ad the slot's policy sees as TARGET (Claim::ad): the claim's, until its job has exited."""
+        c = slot.claim
+        return c.job if c is not None and not c.job_ad_gone else None
 
     def _eval(self, slot: Slot, attr: str, job: ClassAd | None) -> Any:
         node = slot.ad.get_node(attr)
