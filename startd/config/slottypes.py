@@ -157,13 +157,24 @@ def standard_resource(name: str) -> str | None:
 
 
 def split_items(text: str) -> list[str]:
-    """Items of a slot type: separated by commas or by lines (the ``@=slot`` block form)."""
-    items: list[str] = []
-    for line in text.splitlines():
-        for part in line.split(","):
-            if part.strip():
-                items.append(part.strip())
-    return items
+    """Items of a slot type, split as CpuAttributes::buildSlotRequest splits them: by lines in a
+    multi-line value (the ``@=slot`` block form), else by commas when there are any, else by commas or
+    white space (``SQUIDs=2 TAKOs=2 CPUS=2``)."""
+    if "\n" in text.strip("\n"):
+        parts = text.split("\n")
+    elif "," in text:
+        parts = re.split(r"[,\r\n]", text)
+    else:
+        parts = re.split(r"[,\s]", text)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _kilobytes(text: str) -> float | None:
+    """An absolute disk or swap size in KB: a number of KB, or with a K, M, G or T suffix."""
+    m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgGtT]?)[bB]?", text.strip())
+    if not m:
+        return None
+    return float(m.group(1)) * {"": 1, "k": 1, "m": 1024, "g": 1024 ** 2, "t": 1024 ** 3}[m.group(2).lower()]
 
 
 def parse_slot_type(conf: Knobs, type_id: int, text: str, custom: dict[str, CustomResource]) -> SlotTypeSpec:
@@ -171,7 +182,7 @@ def parse_slot_type(conf: Knobs, type_id: int, text: str, custom: dict[str, Cust
 
     A bare share (``25%``, ``1/4``, ``auto``) is the default for every resource not named; named items
     are ``resource=share`` with an optional ``: constraint`` for custom resources. Disk and swap take
-    only fractions (their totals change over time). A positive share of an unknown resource is an
+    fractions or sizes in KB (HTCondor 25 provisions whole kilobytes). A positive share of an unknown resource is an
     error; zero or a fraction of one is allowed, so one file can serve machines with and without it.
     """
     knob = f"SLOT_TYPE_{type_id}"
@@ -206,8 +217,10 @@ def parse_slot_type(conf: Knobs, type_id: int, text: str, custom: dict[str, Cust
                 raise config_error(conf, knob, f"slot type {type_id}: unknown resource {name.strip()!r}")
             continue  # none of an absent resource: fine
         if res in ("disk", "swap") and share.kind == "absolute":
-            raise config_error(conf, knob, f"slot type {type_id}: {res} must be a percent or a fraction "
-                               f"(its total changes over time), got {value.strip()!r}")
+            kb = _kilobytes(value)
+            assert kb is not None  # parse_share read the same number
+            # compute_local_resource: at least 1 MB of disk
+            share = Share("absolute", max(kb, 1024.0) if res == "disk" else kb)
         named[res] = share
     if named.get("cpus", default).kind == "minimal":
         spec.allow_fractional_cpus = True

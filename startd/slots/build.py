@@ -140,7 +140,7 @@ class _Slot:
 
 
 def _concrete(spec: SlotTypeSpec, totals_cpus: int, totals_mem: int, custom: dict[str, CustomResource],
-              partitionable: bool) -> _Slot:
+              partitionable: bool, total_disk: float, virt_mem: float) -> _Slot:
     """Turn fraction shares into amounts (HTCondor's compute_local_resource); auto stays None."""
 
     def amount(share: Share, total: float, minimum: float) -> float | None:
@@ -159,10 +159,13 @@ def _concrete(spec: SlotTypeSpec, totals_cpus: int, totals_mem: int, custom: dic
     mem = amount(mem_share, totals_mem, 0 if spec.allow_fractional_cpus else 1)
     memory = None if mem is None else int(mem)
 
-    def fraction(share: Share) -> float | None:
+    def fraction(share: Share, total: float) -> float | None:
+        """Disk and swap are laid out as fractions of the machine's; a size in KB is its part of it."""
         if share.is_auto:
             return None
-        return share.value if share.kind in ("fraction", "minimal") else 0.0
+        if share.kind in ("fraction", "minimal"):
+            return share.value
+        return share.value / total if total > 0 else 0.0
 
     cust: dict[str, float | None] = {}
     for name, res in custom.items():
@@ -170,8 +173,8 @@ def _concrete(spec: SlotTypeSpec, totals_cpus: int, totals_mem: int, custom: dic
         v = amount(share, res.count, 0)
         # custom resources are counted in whole units (a slot gets 1 of 3 GPUs, never 1.5)
         cust[name] = None if v is None else float(math.floor(v + 1e-9))
-    return _Slot(spec.type_id, partitionable, cpus, memory, fraction(spec.shares["disk"]),
-                 fraction(spec.shares["swap"]), cust, spec.allow_fractional_cpus, dict(spec.constraints))
+    return _Slot(spec.type_id, partitionable, cpus, memory, fraction(spec.shares["disk"], total_disk),
+                 fraction(spec.shares["swap"], virt_mem), cust, spec.allow_fractional_cpus, dict(spec.constraints))
 
 
 def _fmt(v: float) -> str:
@@ -272,7 +275,7 @@ def build_layout(conf: "Config", host: Any) -> MachineLayout:
         knob = f"SLOT_TYPE_{t}" if t else "NUM_SLOTS"
         spec = parse_slot_type(conf, t, type_texts[t], custom)
         for j in range(counts[t]):
-            s = _concrete(spec, num_cpus, phys_mem, custom, partitionable[t])
+            s = _concrete(spec, num_cpus, phys_mem, custom, partitionable[t], total_disk, virt_mem)
             over: list[str] = []
             new_cpus = avail_cpus
             if s.cpus is not None and not (s.allow_fractional_cpus and s.cpus < 0.5):

@@ -152,20 +152,6 @@ def modify_requests(job_ad: ClassAd, slot_ad: ClassAd, slot: SlotDef, conf: "Con
     return job
 
 
-def _total_disk(parent: SlotDef, layout: MachineLayout | None) -> float:
-    if layout is not None and layout.total_disk > 0:
-        return layout.total_disk
-    if parent.disk_fraction > 0:
-        return float(parent.resources.disk) / parent.disk_fraction
-    return float(parent.resources.disk)
-
-
-def disk_slop(total_disk: float) -> float:
-    """What HTCondor adds to a dynamic slot's disk beyond the request: 1024 KB, or a millionth of
-    the disk when that is more."""
-    return max(1024.0, total_disk / (1024 * 1024))
-
-
 def job_requests(parent: SlotDef, job: ClassAd, machine: ClassAd, conf: "Config",
                  layout: MachineLayout | None = None) -> Resources | str:
     """What a (possibly modified) job asks for, with HTCondor's defaults: RequestCpus 1; RequestMemory
@@ -246,8 +232,9 @@ def carve(parent: SlotDef, available: Resources, job_ad: ClassAd, slot_ad: Class
     ``available`` left; ``slot_ad`` is the partitionable slot's current ad (its Requirements, START
     and attributes are evaluated against the job; None for a bare one).
 
-    Returns the dynamic slot's Resources, or a refusal reason. The disk includes HTCondor's slop
-    (at least 1024 KB beyond the request, never beyond what is left). Swap is not divided: a job
+    Returns the dynamic slot's Resources, or a refusal reason. The disk is the request itself (the
+    consumption, rounded up, under a consumption policy): create_dslot's ``num_disk``, HTCondor 25
+    provisioning whole kilobytes rather than fractions of the disk. Swap is not divided: a job
     without RequestVirtualMemory gets the machine's whole swap in its slot, and the partitionable
     slot keeps its own (see :func:`take`).
     """
@@ -278,8 +265,7 @@ def carve(parent: SlotDef, available: Resources, job_ad: ClassAd, slot_ad: Class
     reason = shortfall_reason(req, available, parent.name)
     if reason is not None:
         return reason
-    total_disk = _total_disk(parent, layout)
-    disk = min(float(available.disk), math.ceil(req.disk + disk_slop(total_disk)))
+    disk = min(float(available.disk), math.ceil(max(req.disk, 0.0)))
     if req.swap > 0:
         swap = req.swap
     else:
@@ -317,5 +303,5 @@ def take_ids(parent: SlotDef, children: Iterable[SlotDef], carved: Resources) ->
 
 
 __all__ = ["DynamicSlotIds", "carve", "job_requests", "modify_requests", "within_resource_limits",
-           "consumption_exprs", "take", "give_back", "take_ids", "disk_slop", "shortfall_reason",
+           "consumption_exprs", "take", "give_back", "take_ids", "shortfall_reason",
            ]

@@ -57,9 +57,9 @@ def test_slot_type_forms_htcondor_accepts(text: str) -> None:
     assert 1 in _settings(text + "\nNUM_SLOTS_TYPE_1 = 1\n").slot_types
 
 
-def test_absolute_disk_share_is_a_config_error_at_its_line() -> None:
-    with pytest.raises(config.ConfigError, match=r"<string>:2: SLOT_TYPE_1: .*disk must be a percent"):
-        _settings("\nSLOT_TYPE_1 = cpus=1, disk=1000\n")
+def test_an_unreadable_share_is_a_config_error_at_its_line() -> None:
+    with pytest.raises(config.ConfigError, match=r"<string>:2: SLOT_TYPE_1: .*can't parse 'lots'"):
+        _settings("\nSLOT_TYPE_1 = cpus=1, disk=lots\n")
 
 
 def test_slot_types_from_configuration() -> None:

@@ -15,13 +15,14 @@ def _setup(text: str = "", **h: int):
     return c, lay, lay.slots[0]
 
 
-def test_carve_rounds_requests_by_modify_request_exprs_and_adds_disk_slop() -> None:
+def test_carve_rounds_requests_by_modify_request_exprs_and_gives_the_disk_asked_for() -> None:
     c, lay, p = _setup()
     job = parse_ad("[ RequestCpus = 3; RequestMemory = 1000; RequestDisk = 10240 ]")
     got = slots.carve(p, p.resources, job, None, c, layout=lay)
     assert isinstance(got, slots.Resources)
     assert (got.cpus, got.memory) == (3, 1024)  # quantize(RequestMemory, {128})
-    assert got.disk == 10240 + 1024  # quantize(RequestDisk, {1024}) plus HTCondor's slop
+    # quantize(RequestDisk, {1024}); create_dslot's num_disk is the request itself (no PROVISION_FRACTIONAL_DISK)
+    assert got.disk == 10240
 
 
 def test_leftovers_of_the_partitionable_slot() -> None:
@@ -30,7 +31,7 @@ def test_leftovers_of_the_partitionable_slot() -> None:
     got = slots.carve(p, p.resources, job, None, c, layout=lay)
     assert isinstance(got, slots.Resources)
     left = slots.take(p.resources, got)
-    assert (left.cpus, left.memory, left.disk) == (5, 16384 - 1024, 100_000_000 - 11264)
+    assert (left.cpus, left.memory, left.disk) == (5, 16384 - 1024, 100_000_000 - 10240)
     assert left.swap == p.resources.swap
     assert slots.give_back(left, got) == p.resources
 

@@ -133,9 +133,18 @@ def test_overcommit_of_disk_fractions() -> None:
         layout("SLOT_TYPE_1 = disk=3/4\nNUM_SLOTS_TYPE_1 = 2\n")
 
 
-def test_absolute_disk_is_refused() -> None:
-    with pytest.raises(ConfigError, match="disk must be a percent or a fraction"):
-        layout("SLOT_TYPE_1 = disk=1000\nNUM_SLOTS_TYPE_1 = 1\n")
+def test_absolute_disk_is_a_size_in_kilobytes() -> None:
+    # CpuAttributes::buildSlotRequest (PROVISION_FRACTIONAL_DISK is off in HTCondor 25): disk=N is N KB, with
+    # an optional K/M/G/T suffix, at least 1 MB
+    lay = layout("SLOT_TYPE_1 = cpus=1, disk=2000\nNUM_SLOTS_TYPE_1 = 1\n"
+                 "SLOT_TYPE_2 = cpus=1, disk=2G\nNUM_SLOTS_TYPE_2 = 1\n"
+                 "SLOT_TYPE_3 = cpus=1, disk=10\nNUM_SLOTS_TYPE_3 = 1\n")
+    assert [s.resources.disk for s in lay.slots] == [2000, 2 * 1024 * 1024, 1024]
+
+
+def test_a_slot_type_without_commas_is_split_on_white_space() -> None:
+    lay = layout("MACHINE_RESOURCE_SQUIDs = 4\nSLOT_TYPE_1 = SQUIDs=2 cpus=2\nNUM_SLOTS_TYPE_1 = 1\n")
+    assert (lay.slots[0].resources.cpus, lay.slots[0].resources.custom["SQUIDs"]) == (2, 2)
 
 
 def test_unknown_resource_with_an_amount_is_an_error_but_zero_is_not() -> None:
