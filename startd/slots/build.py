@@ -368,7 +368,7 @@ def build_layout(conf: "Config", host: Any) -> MachineLayout:
             # every share was filled in above, so cpus is set
             cpus=cast(float, s.cpus) if s.allow_fractional_cpus else int((s.cpus or 0) + 0.1),
             memory=int(s.memory or 0),
-            disk=math.ceil(total_disk * (s.disk_fraction or 0)),
+            disk=math.ceil(round(total_disk * (s.disk_fraction or 0), 6)),  # a size in KB stays exact
             swap=math.floor(virt_mem * (s.swap_fraction or 0)),
             custom={n: int(v or 0) for n, v in s.custom.items()},
         )
