@@ -123,7 +123,18 @@ class Engine(ResMgr):
         self._latch_update(d, self.now)
         self._refresh_dynamic(self.now)
         d.entered_state = d.entered_activity = self.now
-        willing, why = self._willing_to_run_claim(d, claim.job)
+        check = claim.job
+        if p.spec.consumption_policy:
+            # request_claim judges the new slot with the request overridden by what it consumes, the
+            # original requests kept as _cp_orig_Request* (cp_override_requested)
+            check = claim.job.copy()
+            amounts = {"Cpus": got.cpus, "Memory": got.memory, "Disk": got.disk, **got.custom}
+            for asset, value in amounts.items():
+                node = check.get_node(f"Request{asset}")
+                if node is not None:
+                    check[f"_cp_orig_Request{asset}"] = Expr(node)
+                    check[f"Request{asset}"] = value
+        willing, why = self._willing_to_run_claim(d, check)
         if not willing:
             self._delete_slot(d, "the new dynamic slot is not willing to run the job")
             return self._refuse_claim(inp, p, why, claim.id)

@@ -78,6 +78,7 @@ class ResMgr(StartdHookMgr):
         self.knobs = PolicyKnobs()
         self._qube_gone: set[str] = set()
         self._cross_names: set[str] = set()
+        self._published_total = 0  # the TotalSlots every ad carries
         self.cron = CronAds()
         self._init_hooks()
         self._apply_config(conf)
@@ -113,6 +114,7 @@ class ResMgr(StartdHookMgr):
         if spec.partitionable:
             slot.ids = DynamicSlotIds()
         self.slots[spec.name] = slot
+        ad["TotalSlots"] = len(self.slots)
         if parent is None:
             self._order.append(spec.name)
         else:
@@ -488,6 +490,13 @@ class ResMgr(StartdHookMgr):
             p = self.slots.get(name or "")
             if p is not None:
                 self._set_pslot_resources(p)
+        # ResMgr::publish_resmgr_dynamic: TotalSlots, dynamic slots included
+        total = len(self.slots)
+        if total != self._published_total:
+            self._published_total = total
+            for n, slot in self.slots.items():
+                slot.ad["TotalSlots"] = total
+                self._changed.add(n)
         if not self.knobs.slot_attrs_on and not self._cross_names:
             return
         ads = {n: self.slots[n].ad for n in self._order}
@@ -532,6 +541,7 @@ class ResMgr(StartdHookMgr):
         ad["Name"] = self.machine
         ad["Machine"] = self.machine
         ad["NumSlots"] = len(self.slots)
+        ad["TotalSlots"] = len(self.slots)
         ad["DaemonStartTime"] = int(self._start_time)
         ad["TotalCpus"] = self.layout.totals.cpus
         ad["TotalMemory"] = int(self.layout.totals.memory)
