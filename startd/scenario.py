@@ -178,6 +178,8 @@ class HookStep(_Model):
     exit_code: int = 0
     slot: str | None = None
     times: int | None = Field(default=1, ge=1)
+    # for FETCH_WORK: how long the job it hands out runs (null: until it is killed), as activate's runtime
+    runtime: float | None = Field(default=None, ge=0)
 
 
 class Step(_Model):

@@ -202,6 +202,7 @@ class Simulator:
         self.host = Host(scenario.host, self.t0)
         self.jobs: dict[str, SimJob] = {}
         self.activation: dict[str, JobParams] = {}  # claim id -> how its current job behaves
+        self.fetched_runtime: dict[str, float | None] = {}  # slot -> runtime of the work it last fetched
         self.known_slots: set[str] = set()
         self.backfill_running = False
         self.expect_total = 0
@@ -400,6 +401,8 @@ class Simulator:
         what = out.what
         if what == "start":
             params = self.activation.get(out.claim_id, JobParams())
+            if out.claim_id.startswith("fetch#") and out.claim_id not in self.activation:
+                params = JobParams(self.fetched_runtime.get(out.claim_id.split("#")[1]))
             job = SimJob(out.claim_id, out.slot, params, params.runtime, now)
             self.jobs[out.claim_id] = job
             self._emit_job(out.slot, "start")
@@ -571,6 +574,9 @@ class Simulator:
             if left is not None:
                 entry[1] = left - 1
             ad, bad = parse_hook_ad(step.output)
+            if out.hook == "FETCH_WORK" and ad is not None and len(ad):
+                # the claim the engine makes for fetched work is named after the slot that fetched it
+                self.fetched_runtime[out.slot] = step.runtime
             return ev.HookResult(now=self.now, request=out.request, hook=out.hook, slot=out.slot, ad=ad,
                                  exit_code=step.exit_code, bad_lines=tuple(b[0] for b in bad))
         return ev.HookResult(now=self.now, request=out.request, hook=out.hook, slot=out.slot, exit_code=0)

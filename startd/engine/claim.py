@@ -43,6 +43,8 @@ class Claim:
     extra: dict[str, Any] = field(default_factory=dict)
     # JobId and GlobalJobId of ``job`` as last published, with the job ad they were read from
     job_ids: tuple[ClassAd, str | None, str | None] | None = None
+    # Claim::publish's client attributes, with the job ad they were read from
+    client_info: tuple[ClassAd, dict[str, Any]] | None = None
     # work fetched by the slot's FETCH_WORK hook rather than claimed by a schedd (no lease)
     fetched: bool = False
     # the starter's job hooks: their keyword, the PREPARE hooks still to run before the job starts,

@@ -19,9 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..classad import ClassAd
-from ..classad.ast import Node
 from ..classad.evaluate import evaluate_node
-from ..classad.parser import ClassAdSyntaxError, parse_node
 from .claim import Claim
 from .convert import as_int as _int, eval_to_bool as _bool, knob_number
 from .events import CronLoad, CronOutput, HookResult
@@ -212,17 +210,6 @@ def starter_keyword(conf: Any, job: ClassAd) -> str | None:
         return v.strip()
     d: str | None = conf.get("STARTER_DEFAULT_JOB_HOOK_KEYWORD")
     return d.strip() if d and d.strip() else None
-
-
-def fetch_delay_node(conf: Any) -> Node | None:
-    """FetchWorkDelay, parsed (None when unset or not an expression)."""
-    text = conf.get("FetchWorkDelay")
-    if text and text.strip():
-        try:
-            return parse_node(text)
-        except (ClassAdSyntaxError, RecursionError, ValueError):
-            return None
-    return None
 
 
 def job_info(c: Claim) -> dict[str, Any]:

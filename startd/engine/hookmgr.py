@@ -20,11 +20,10 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from ..classad.ast import Node
 from ..classad.evaluate import evaluate_node
 from .claim import Claim
 from .convert import as_int as _int, eval_to_bool as _bool, knob_number
-from .cronhooks import (DEFAULT_FETCH_DELAY, PREPARE_HOOKS, fetch_delay_node, hook_path, hook_timeout, job_info,
+from .cronhooks import (DEFAULT_FETCH_DELAY, PREPARE_HOOKS, hook_path, hook_timeout, job_info,
                         prepare_status, slot_keyword, starter_keyword)
 from .events import HookResult, JobCommand, Reply, RequestClaim, RunHook
 from .resource import Slot
@@ -41,10 +40,6 @@ class StartdHookMgr(Claiming):
     def _init_hooks(self) -> None:
         self._hook_seq = 0
         self._hook_waits: dict[int, tuple[str, str, str]] = {}
-        self._fetch_delay_node: Node | None = None
-
-    def _config_hooks(self, conf: Any) -> None:
-        self._fetch_delay_node = fetch_delay_node(conf)
 
     # ------------------------------------------------------------------ running hooks
 
@@ -84,11 +79,19 @@ class StartdHookMgr(Claiming):
             self._job_gone(slot, c, detail)
 
     def _fetch_delay(self, slot: Slot) -> int:
-        if self._fetch_delay_node is None:
-            return DEFAULT_FETCH_DELAY
-        job = slot.claim.job if slot.claim is not None else None
-        v = _int(evaluate_node(self._fetch_delay_node, slot.ad, job, self.now))
-        return DEFAULT_FETCH_DELAY if v is None else v
+        """Resource::evalNextFetchWorkDelay: the slot's FetchWorkDelay (its type's, with the claim's job),
+        300 s when it does not evaluate to an integer; published as NextFetchWorkDelay."""
+        node = slot.ad.get_node("FetchWorkDelay")
+        v = _int(evaluate_node(node, slot.ad, self._job(slot), self.now)) if node is not None else None
+        slot.next_fetch_delay = DEFAULT_FETCH_DELAY if v is None else v
+        self._publish_fetch(slot)
+        return slot.next_fetch_delay
+
+    def _publish_fetch(self, slot: Slot) -> None:
+        """Resource::publish_dynamic's fetch-work times."""
+        slot.ad["LastFetchWorkSpawned"] = int(slot.fetch_spawned)
+        slot.ad["LastFetchWorkCompleted"] = int(slot.fetch_done or 0)
+        slot.ad["NextFetchWorkDelay"] = slot.next_fetch_delay
 
     def _reset_fetch_timer(self, slot: Slot) -> None:
         delay = self._fetch_delay(slot)
@@ -110,6 +113,8 @@ class StartdHookMgr(Claiming):
             return
         slot.fetching = True
         slot.fetch_at = None
+        slot.fetch_spawned = self.now
+        self._publish_fetch(slot)
         ad = self._current_ad(slot)
         self._run_hook(slot, kw, "FETCH_WORK", ad.to_old())
 
@@ -117,6 +122,7 @@ class StartdHookMgr(Claiming):
         """StartdHookMgr::handleHookFetchWork + Resource::fetchCompleted."""
         slot.fetching = False
         slot.fetch_done = self.now
+        self._publish_fetch(slot)
         c = slot.claim
         idle_fetch = (c is not None and c.fetched and slot.state == State.CLAIMED
                       and slot.activity == Activity.IDLE)

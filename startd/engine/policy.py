@@ -31,7 +31,7 @@ POLICY_ATTRS: tuple[tuple[str, str], ...] = (
     ("MAXJOBRETIREMENTTIME", "MaxJobRetirementTime"), ("MachineMaxVacateTime", "MachineMaxVacateTime"),
     ("RUNBENCHMARKS", "RunBenchmarks"), ("START_BACKFILL", "START_BACKFILL"),
     ("EVICT_BACKFILL", "EVICT_BACKFILL"), ("HIBERNATE", "HIBERNATE"), ("SLOT_WEIGHT", "SlotWeight"),
-    ("CpuBusy", "CpuBusy"),
+    ("CpuBusy", "CpuBusy"), ("FetchWorkDelay", "FetchWorkDelay"),
 )
 
 DEFAULT_JOB_ATTRS = ("JobUniverse", "NiceUser", "ExecutableSize", "ImageSize")
@@ -44,7 +44,7 @@ TYPE_OVERRIDES = (
     "WANT_HOLD_REASON", "WANT_HOLD_SUBCODE", "CLAIM_WORKLIFE", "MaxJobRetirementTime", "MachineMaxVacateTime",
     "PERIODIC_CHECKPOINT", "RunBenchmarks", "Rank", "SUSPEND_VANILLA", "CONTINUE_VANILLA", "PREEMPT_VANILLA",
     "KILL_VANILLA", "WANT_SUSPEND_VANILLA", "WANT_VACATE_VANILLA", "START_BACKFILL", "EVICT_BACKFILL",
-    "HIBERNATE", "SlotWeight", "IsOwner", "CpuBusy",
+    "HIBERNATE", "IsOwner", "CpuBusy", "FetchWorkDelay",
 )
 
 # Slot types are numbered 0 (the slots NUM_SLOTS makes) to MAX_SLOT_TYPES - 1.
@@ -136,6 +136,13 @@ def read_policy(conf: Any) -> PolicyKnobs:
             node = _expression(conf, f"SLOT_TYPE_{t}_{name}")
             if node is not None:
                 over[names.get(name.lower(), name)] = node
+        # Resource::publish_static: SlotWeight is SLOT_WEIGHT (the type's, else the global one), and only
+        # without either the type's SlotWeight
+        weight = _expression(conf, f"SLOT_TYPE_{t}_SLOT_WEIGHT")
+        if weight is None and conf.get("SLOT_WEIGHT") is None:
+            weight = _expression(conf, f"SLOT_TYPE_{t}_SlotWeight")
+        if weight is not None:
+            over["SlotWeight"] = weight
         if over:
             by_type[t] = {**nodes, **over}
     enable = (conf.get("ENABLE_BACKFILL") or "false").strip().lower() in ("true", "1", "yes", "t")

@@ -29,6 +29,15 @@ from .resstate import Timer
 from .states import Activity, State
 
 
+def valid_daemon_name(name: str | None, host: str) -> str:
+    """build_valid_daemon_name: the startd's name is the host's, or STARTD_NAME: as given when it holds an
+    '@', else ``<STARTD_NAME>@<host>`` (unless it names the host itself)."""
+    name = (name or "").strip()
+    if not name or name.lower() == host.lower():
+        return host
+    return name if "@" in name else f"{name}@{host}"
+
+
 class ResMgr(StartdHookMgr):
     """The machine and its slots."""
 
@@ -42,7 +51,8 @@ class ResMgr(StartdHookMgr):
         self.utc_offset = utc_offset
         self.now = float(host.now)
         self._start_time = self.now
-        self.machine = machine or conf.get("STARTD_NAME") or conf.get("FULL_HOSTNAME") or "localhost"
+        self.machine = machine or conf.get("FULL_HOSTNAME") or "localhost"
+        self.daemon_name = valid_daemon_name(conf.get("STARTD_NAME"), self.machine)
         self._host = host
         self._kbd_sample = (float(host.keyboard_idle or 0.0), self.now)
         self._con_sample = (float(host.console_idle if host.console_idle is not None else host.keyboard_idle or 0.0),
@@ -100,7 +110,6 @@ class ResMgr(StartdHookMgr):
         self.knobs = knobs
         self.conf = conf
         self.cron.configure(conf)
-        self._config_hooks(conf)
 
     # ------------------------------------------------------------------ the slot set
 
@@ -538,7 +547,7 @@ class ResMgr(StartdHookMgr):
         """The startd's own ad (HTCondor's StartDaemon ad)."""
         ad = ClassAd()
         ad["MyType"] = "StartD"
-        ad["Name"] = self.machine
+        ad["Name"] = self.daemon_name
         ad["Machine"] = self.machine
         ad["NumSlots"] = len(self.slots)
         ad["TotalSlots"] = len(self.slots)

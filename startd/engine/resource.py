@@ -33,6 +33,38 @@ from .states import Activity, State
 _CLAIM_ATTRS = ("RemoteOwner", "RemoteUser", "ClientMachine", "JobId", "JobStart", "TotalJobRunTime",
                 "TotalJobSuspendTime", "TotalClaimRunTime", "TotalClaimSuspendTime", "PreemptingRank",
                 "PreemptingOwner", "PreemptingUser", "GlobalJobId", "JobUniverse", "NumPids", "PublicClaimId")
+# What Claim::publish says of the claim's client, from the request (Claim::loadRequestInfo, accept_request_claim).
+_CLIENT_ATTRS = ("RemoteScheddName", "RemoteProject", "AccountingGroup", "ConcurrencyLimits", "RemoteGroup",
+                 "RemoteNegotiatingGroup", "RemoteAutoregroup")
+
+
+def _client_attrs(job: ClassAd, slot_ad: ClassAd, now: float) -> dict[str, Any]:
+    """Claim::publish's client attributes: the schedd, project, accounting group (qualified with the
+    user's domain), concurrency limits and negotiation groups of the request."""
+    out: dict[str, Any] = {}
+
+    def text(name: str) -> str | None:
+        v = job.evaluate(name)
+        return v if isinstance(v, str) and v else None
+
+    for attr, name in (("RemoteScheddName", "ScheddName"), ("RemoteProject", "ProjectName"),
+                       ("RemoteGroup", "RemoteGroup"), ("RemoteNegotiatingGroup", "RemoteNegotiatingGroup")):
+        v = text(name)
+        if v is not None:
+            out[attr] = v
+    group = text("AccountingGroup")
+    if group is not None:
+        user = text("User") or ""
+        out["AccountingGroup"] = group + (user[user.rindex("@"):] if "@" in user else "")
+    node = job.get_node("ConcurrencyLimits")
+    if node is not None:
+        limits = evaluate_node(node, job, slot_ad, now)
+        if isinstance(limits, str) and limits:
+            out["ConcurrencyLimits"] = limits
+    if "RemoteNegotiatingGroup" in out:
+        auto = job.evaluate("RemoteAutoregroup")
+        out["RemoteAutoregroup"] = auto is True
+    return out
 
 # HTCondor's Requirements on every slot (Resource::publish_requirements): the job must satisfy START and
 # fit what the slot holds.
@@ -75,6 +107,8 @@ class Slot:
     fetch_done: float | None = None  # when the last fetch ended (None: never fetched)
     fetch_at: float | None = None  # when to try fetching next
     accepted_while_draining: bool = False  # the last job started here started while the machine drained
+    next_fetch_delay: int = -1  # FetchWorkDelay as last evaluated (NextFetchWorkDelay)
+    fetch_spawned: float = 0.0  # when FETCH_WORK was last started (LastFetchWorkSpawned)
 
     @property
     def name(self) -> str:
@@ -99,6 +133,7 @@ class ResourceBase:
     conf: Any
     knobs: PolicyKnobs
     machine: str
+    daemon_name: str
     layout: MachineLayout
     slots: dict[str, Slot]
     cron: CronAds
@@ -167,6 +202,7 @@ class ResourceBase:
         the Child* rollups of its dynamic slots)."""
         children = [self.slots[c].ad for c in slot.children if c in self.slots]
         attrs = _slots.resource_attrs(slot.spec, self.layout, slot.resources, machine_name=self.machine,
+                                      daemon_name=self.daemon_name,
                                       children=children, conf=self.conf)
         ad = slot.ad
         for k, v in attrs.items():
@@ -229,7 +265,7 @@ class ResourceBase:
         c = slot.claim
         now = self.now
         if c is None or slot.state not in (State.CLAIMED, State.PREEMPTING):
-            for a in _CLAIM_ATTRS + self.knobs.job_attrs:
+            for a in _CLAIM_ATTRS + _CLIENT_ATTRS + self.knobs.job_attrs:
                 if a in ad:
                     del ad[a]
             ad["CurrentRank"] = 0.0
@@ -242,6 +278,14 @@ class ResourceBase:
             ad["ClientMachine"] = c.client or UNDEFINED
             ad["CurrentRank"] = float(c.rank)
             ad["PublicClaimId"] = c.id.split("#")[0]
+            info = c.client_info
+            if info is None or info[0] is not c.job:
+                info = c.client_info = (c.job, _client_attrs(c.job, ad, now))
+            for a in _CLIENT_ATTRS:
+                if a in info[1]:
+                    ad[a] = info[1][a]
+                elif a in ad:
+                    del ad[a]
             if c.active:
                 ids = c.job_ids
                 if ids is None or ids[0] is not c.job:
@@ -264,10 +308,13 @@ class ResourceBase:
                     if a in ad:
                         del ad[a]
             jr, js, cr, cs = c.totals(now)
-            ad["TotalJobRunTime"] = int(jr)
-            ad["TotalJobSuspendTime"] = int(js)
-            ad["TotalClaimRunTime"] = int(cr)
-            ad["TotalClaimSuspendTime"] = int(cs)
+            # Claim::publishStateTimes publishes each clock once it has counted a second
+            for name, secs in (("TotalJobRunTime", jr), ("TotalJobSuspendTime", js), ("TotalClaimRunTime", cr),
+                               ("TotalClaimSuspendTime", cs)):
+                if int(secs) > 0:
+                    ad[name] = int(secs)
+                elif name in ad:
+                    del ad[name]
             rem = self._retirement_remaining(slot)
             # a peaceful shutdown makes retirement endless; HTCondor publishes INT_MAX then
             ad["RetirementTimeRemaining"] = int(rem) if math.isfinite(rem) else 2**31 - 1

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -31,11 +32,13 @@ def _cpus(value: float, fractional: bool) -> float | int:
 
 def resource_attrs(slot: SlotDef, layout: MachineLayout, resources: Resources | None = None, *,
                    machine_name: str, children: Sequence[Mapping[str, Any] | ClassAd] = (),
-                   conf: "Config | None" = None, dynamic_parent: SlotDef | None = None) -> dict[str, Any]:
+                   conf: "Config | None" = None, dynamic_parent: SlotDef | None = None,
+                   daemon_name: str | None = None) -> dict[str, Any]:
     """The resource and identity attributes of ``slot``'s ad.
 
     ``resources`` is what the slot has now (for a partitionable slot, what is left to carve; None
-    means its whole share). ``children`` are the ads of a partitionable slot's dynamic slots (for
+    means its whole share). The slot's Name is ``<slot>@<daemon_name>`` (the machine's name unless
+    STARTD_NAME gives the daemon another). ``children`` are the ads of a partitionable slot's dynamic slots (for
     the Child<attr> lists and NumDynamicSlots). With ``conf``, WithinResourceLimits and the
     consumption policy expressions use the configuration's overrides.
 
@@ -49,7 +52,7 @@ def resource_attrs(slot: SlotDef, layout: MachineLayout, resources: Resources | 
     frac = slot.allow_fractional_cpus
     out: dict[str, Any] = {}
 
-    out["Name"] = f"{slot.name}@{machine_name}"
+    out["Name"] = f"{slot.name}@{daemon_name or machine_name}"
     out["Machine"] = machine_name
     out["MyType"] = "Machine"
     out["TargetType"] = "Job"
@@ -100,9 +103,18 @@ def resource_attrs(slot: SlotDef, layout: MachineLayout, resources: Resources | 
         out["NumDynamicSlots"] = len(children)
         out["PSlotRollupInformation"] = True
         out.update(child_rollups(children, layout, conf))
-        if slot.consumption_policy and conf is not None:
-            for n, e in consumption_exprs(slot, conf, layout).items():
-                out[f"Consumption{n}"] = parse_expr(e)
+    if slot.kind == "Partitionable" and slot.consumption_policy and conf is not None:
+        # Resource::Resource: NUM_CLAIMS claim ids (the slot type's, default one per cpu), each replaced as used
+        text = slot.knob(conf, "NUM_CLAIMS")
+        try:
+            out["NumClaims"] = int(float(text)) if text is not None and text.strip() else math.ceil(slot.resources.cpus)
+        except ValueError:
+            out["NumClaims"] = math.ceil(slot.resources.cpus)
+    # Resource::publish_static: a consumption-policy slot and its dynamic slots carry the expressions
+    cp = slot.consumption_policy or (slot.parent is not None and slot.parent.consumption_policy)
+    if cp and conf is not None:
+        for n, e in consumption_exprs(slot, conf, layout).items():
+            out[f"Consumption{n}"] = parse_expr(e)
     return out
 
 
