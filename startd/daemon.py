@@ -744,8 +744,8 @@ class Daemon:
             except Exception as e:  # noqa: BLE001 - a job vanishing under psutil is not the daemon's end
                 log.debug("job usage not measured", error=repr(e))
                 continue
-            await self.feed(ev.JobUsage(now=time.time(), claim_id=claim_id,
-                                        load=float(usage.get("CondorLoadAvg", 0.0)), usage=usage))
+            load = float(usage.pop("CondorLoadAvg", 0.0))
+            await self.feed(ev.JobUsage(now=time.time(), claim_id=claim_id, load=load, usage=usage))
         now = time.time()
         sample = self.sampler.sample(now)
         self._last_sample = now

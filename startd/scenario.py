@@ -23,11 +23,11 @@ STATES = ("Owner", "Unclaimed", "Matched", "Claimed", "Preempting", "Backfill", 
 ACTIVITIES = ("Idle", "Benchmarking", "Busy", "Suspended", "Retiring", "Vacating", "Killing")
 
 # The step keys that carry an action, in the order the contract lists them; every step holds exactly one.
-COMMANDS = ("match", "claim", "activate", "keepalive", "release", "vacate", "drain", "cancel_drain",
-            "reconfig", "shutdown")
+COMMANDS = ("match", "claim", "activate", "deactivate", "keepalive", "release", "vacate", "drain",
+            "cancel_drain", "reconfig", "shutdown")
 # ``cron`` and ``backfill_exit`` stand for what the daemon's cron jobs and backfill client do on their own.
 # ``hook`` scripts what the daemon's hooks (FETCH_WORK, PREPARE_JOB, ...) answer from then on.
-ACTIONS = ("host",) + COMMANDS + ("snapshot", "expect", "expect_attrs", "cron", "backfill_exit", "hook")
+ACTIONS = ("host",) + COMMANDS + ("snapshot", "expect", "expect_attrs", "cron", "backfill_exit", "hook", "job_update")
 
 DEFAULT_START = "2026-01-05T08:00:00Z"  # a Monday morning: deterministic when a scenario names none
 
@@ -90,6 +90,21 @@ class ActivateStep(_Model):
 
 class ClaimRef(_Model):
     id: str
+
+
+class JobUpdateStep(_Model):
+    """The starter's periodic update of a running job (Claim::receiveJobClassAdUpdate): attributes that
+    go into the claim's job ad, where the policy reads them (``ResidentSetSize``, ``MemoryUsage``...)."""
+
+    id: str
+    job: JobSpec
+
+
+class DeactivateStep(_Model):
+    """DEACTIVATE_CLAIM (the shadow ends the job, keeping the claim); ``fast``: _FORCIBLY."""
+
+    id: str
+    fast: bool = False
 
 
 class VacateStep(_Model):
@@ -190,6 +205,7 @@ class Step(_Model):
     match: MatchStep | None = None
     claim: ClaimStep | None = None
     activate: ActivateStep | None = None
+    deactivate: DeactivateStep | None = None
     keepalive: ClaimRef | None = None
     release: ClaimRef | None = None
     vacate: VacateStep | None = None
@@ -203,6 +219,7 @@ class Step(_Model):
     cron: CronStep | None = None
     backfill_exit: bool | None = None
     hook: HookStep | None = None
+    job_update: JobUpdateStep | None = None
 
     @field_validator("at")
     @classmethod
@@ -317,9 +334,11 @@ def parse_start(value: str | _dt.datetime | _dt.date | float) -> float:
 
 
 # What condor_submit puts in every job ad unless the submit file says otherwise (JOB_DEFAULT_REQUESTCPUS,
-# JOB_DEFAULT_REQUESTMEMORY, JOB_DEFAULT_REQUESTDISK): a slot's WithinResourceLimits reads them.
+# JOB_DEFAULT_REQUESTMEMORY, JOB_DEFAULT_REQUESTDISK; MemoryUsage from the starter's ResidentSetSize): a
+# slot's WithinResourceLimits and the memory policies read them.
 SUBMIT_DEFAULTS = (("RequestCpus", "1"), ("RequestMemory", "128"),
-                   ("RequestDisk", "MAX({1024, (TransferInputSizeMB+1) * 1.25}) * 1024"))
+                   ("RequestDisk", "MAX({1024, (TransferInputSizeMB+1) * 1.25}) * 1024"),
+                   ("MemoryUsage", "((ResidentSetSize + 1023) / 1024)"))
 
 
 def with_submit_defaults(ad: ClassAd) -> ClassAd:
@@ -332,12 +351,16 @@ def with_submit_defaults(ad: ClassAd) -> ClassAd:
 
 
 def job_ad(spec: JobSpec, where: str) -> ClassAd:
-    """The job ClassAd a step describes, with condor_submit's default requests where it makes none.
-    Scalars are literals; a string that begins with ``=`` is an expression; a string as the whole job
-    is a ClassAd in either syntax."""
+    """The job ClassAd a step describes, with condor_submit's default requests where it makes none."""
+    return with_submit_defaults(attributes_ad(spec, where))
+
+
+def attributes_ad(spec: JobSpec, where: str) -> ClassAd:
+    """The attributes a step gives, as a ClassAd. Scalars are literals; a string that begins with ``=``
+    is an expression; a string as the whole job is a ClassAd in either syntax."""
     if isinstance(spec, str):
         try:
-            return with_submit_defaults(parse_ad(spec))
+            return parse_ad(spec)
         except ClassAdSyntaxError as exc:
             raise ScenarioError(f"{where}: not a ClassAd: {exc}") from None
     ad = ClassAd()
@@ -356,7 +379,7 @@ def job_ad(spec: JobSpec, where: str) -> ClassAd:
             ad[name] = value
         except (TypeError, ValueError) as exc:
             raise ScenarioError(f"{where}.{name}: {exc}") from None
-    return with_submit_defaults(ad)
+    return ad
 
 
 def _loc(loc: tuple[Any, ...], data: Any) -> str:

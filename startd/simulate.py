@@ -260,7 +260,7 @@ class Simulator:
                 self.jobs_of_step[i] = None if body.job is None else sc.job_ad(body.job, f"{where}: {a}.job")
                 if a == "claim":
                     claimed.add(body.id if body.id is not None else self._default_id(i))
-            if a in ("activate", "keepalive", "release") and body.id not in claimed:
+            if a in ("activate", "deactivate", "keepalive", "release") and body.id not in claimed:
                 raise sc.ScenarioError(f"{where}: {a}.id: unknown claim id {body.id!r} "
                                        f"(no claim step before it has that id)")
         self.claim_jobs: dict[str, ClassAd | None] = {}
@@ -478,6 +478,13 @@ class Simulator:
                 self._check_slot(i, "hook.slot", body.slot)
             self.hook_answers.append([body, body.times])
             return
+        if a == "job_update":
+            if body.id not in self.claim_jobs:
+                raise sc.ScenarioError(f"{self._where(i)}: job_update.id: unknown claim id {body.id!r}")
+            attrs = sc.attributes_ad(body.job, f"{self._where(i)}: job_update.job")
+            self._feed(ev.JobUsage(now=now, claim_id=body.id, load=None, usage={k: attrs[k] for k in attrs}))
+            self._drain_followups()
+            return
         if a == "backfill_exit":
             if self.backfill_running:
                 self.backfill_running = False
@@ -527,6 +534,8 @@ class Simulator:
                                                  body.ignores_sigterm, body.load, body.kill_time)
             return ev.ActivateClaim(now=now, request=i, claim_id=body.id,
                                     job=None if job is None else job.copy())
+        if a == "deactivate":
+            return ev.DeactivateClaim(now=now, request=i, claim_id=body.id, graceful=not body.fast)
         if a == "keepalive":
             return ev.Keepalive(now=now, request=i, claim_id=body.id)
         if a == "release":

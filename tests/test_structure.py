@@ -114,10 +114,11 @@ def test_the_engine_never_imports_the_shells_or_their_libraries() -> None:
 
 
 def test_the_engine_layers_import_only_downwards() -> None:
-    """claim/policy <- resource <- resstate <- claiming <- hookmgr <- resmgr <- command (HTCondor's Claim,
-    Resource, ResState, Resource/Claim's claiming half, StartdHookMgr, ResMgr, command.cpp)."""
+    """claim/policy <- resource <- resstate <- claiming <- hookmgr <- draining <- resmgr <- command
+    (HTCondor's Claim, Resource, ResState, Resource/Claim's claiming half, StartdHookMgr, ResMgr's draining
+    and the rest of ResMgr, command.cpp)."""
     order = ["states", "events", "convert", "claim", "policy", "cronhooks", "resource", "resstate", "claiming",
-             "hookmgr", "resmgr", "command"]
+             "hookmgr", "draining", "resmgr", "command"]
     rank = {f"startd.engine.{m}": i for i, m in enumerate(order)}
     graph = import_graph()
     for mod, deps in graph.items():

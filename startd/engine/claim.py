@@ -21,6 +21,7 @@ class Claim:
     lease_duration: float = 0.0
     lease_expires: float | None = None  # None: no lease runs (fetched work, or the claim is ending)
     alive_next: float | None = None  # when Claim::sendAlive runs next
+    softkill_at: float | None = None  # a deactivated job is killed hard at this time (Starter::softkillTimeout)
     began: float | None = None  # when the slot entered Claimed with this claim
     activations: int = 0
     # Claim::starterExited takes the job ad away from the claim: until the next activation brings one, the

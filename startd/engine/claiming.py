@@ -109,6 +109,7 @@ class Claiming(ResState):
         check_drain = self._draining and not slot.accepted_while_draining
         c.close_segment(self.now)
         c.job_state = None
+        c.softkill_at = None
         c.job_ad_gone = True
         c.load = 0.0
         c.job_start = None

@@ -37,7 +37,9 @@ class Engine(ResMgr):
         """Process one input; returns the outputs it caused, in order."""
         self._out = []
         now = float(inp.now)
-        if now > self.now:
+        if now >= self.now:
+            # a timer an earlier input set due at this very instant fires now, as a zero-second DaemonCore
+            # timer fires on the next pass of the event loop
             self._fire_timers(now)
         self.now = max(self.now, now)
         handler = self._HANDLERS.get(type(inp))
@@ -314,12 +316,26 @@ class Engine(ResMgr):
         return None
 
     def _on_deactivate(self, inp: DeactivateClaim) -> None:
+        """deactivate_claim (command.cpp): the job is vacated (DEACTIVATE_CLAIM: soft, the starter killing it
+        hard after its vacate time; _FORCIBLY: hard) and the slot stays Claimed until it is gone. A claim
+        that is closing (a preempting claim, retiring, draining, CLAIM_WORKLIFE over) is also released,
+        as if RELEASE_CLAIM had come (release_claim: Preempting/Vacating); the reply says whether the
+        claim may be activated again (``start``)."""
         found = self._find_claim(inp.claim_id)
         if found is None or not found[2]:
             return self._reply(inp, "deactivate_claim", False, f"unknown claim id {inp.claim_id!r}", inp.claim_id)
         slot, c, _ = found
+        if slot.state != State.CLAIMED:
+            return self._reply(inp, "deactivate_claim", False, f"{slot.name} is {slot.state.value}/"
+                               f"{slot.activity.value}, not Claimed", c.id, slot.name)
+        closing = (slot.pre is not None or slot.activity == Activity.RETIRING or self._draining
+                   or self._worklife_expired(slot))
         if not c.active:
-            return self._reply(inp, "deactivate_claim", True, "", c.id, slot.name, note="no job was running")
+            self._reply(inp, "deactivate_claim", True, "", c.id, slot.name, note="no job was running",
+                        start=not closing)
+            if closing:
+                self._change(slot, State.PREEMPTING, Activity.VACATING, "claim deactivated while closing")
+            return None
         if c.preparing is not None or c.exit_pending is not None:
             # the job has not started (PREPARE hooks) or has already ended (JOB_EXIT): nothing to signal
             self._reply(inp, "deactivate_claim", True, "", c.id, slot.name)
@@ -335,9 +351,12 @@ class Engine(ResMgr):
             sig = c.job.evaluate("KillSig")
             self._emit(JobCommand(self.now, slot.name, c.id, "soft_kill",
                                   signal=sig if isinstance(sig, str) else "SIGTERM"))
+            c.softkill_at = self.now + self._max_vacate(slot)  # Starter::softkillTimeout
         else:
             self._emit(JobCommand(self.now, slot.name, c.id, "hard_kill", signal="SIGKILL"))
-        self._reply(inp, "deactivate_claim", True, "", c.id, slot.name)
+        self._reply(inp, "deactivate_claim", True, "", c.id, slot.name, start=not closing)
+        if closing:
+            self._change(slot, State.PREEMPTING, Activity.VACATING, "claim deactivated while closing")
         return None
 
     def _on_release(self, inp: ReleaseClaim) -> None:
@@ -474,9 +493,16 @@ class Engine(ResMgr):
 
     def _on_job_usage(self, inp: JobUsage) -> None:
         found = self._find_claim(inp.claim_id)
-        if found is not None and found[2]:
-            found[1].load = float(inp.load)
-            found[1].extra.update(inp.usage)
+        if found is not None and found[2] and found[1].active:
+            c = found[1]
+            if inp.load is not None:
+                c.load = float(inp.load)
+            c.extra.update(inp.usage)
+            for name, value in inp.usage.items():
+                try:
+                    c.job[name] = value
+                except (TypeError, ValueError):
+                    continue  # not a ClassAd value: kept in the usage only
 
     def _on_job_exited(self, inp: JobExited) -> None:
         found = self._find_claim(inp.claim_id)

@@ -178,10 +178,12 @@ class JobExited(Input):
 
 @dataclass(frozen=True, slots=True)
 class JobUsage(Input):
-    """Periodic usage of a running job: its CPU load (for CondorLoadAvg) and resource use."""
+    """The starter's periodic update of a running job: its CPU load (for CondorLoadAvg; None keeps it)
+    and job attributes it measured (RemoteUserCpu, ResidentSetSize, ...), which go into the claim's job
+    ad as Claim::receiveJobClassAdUpdate puts them, where the policy reads them."""
 
     claim_id: str
-    load: float = 0.0
+    load: float | None = 0.0
     usage: dict[str, Any] = field(default_factory=dict)
 
 

@@ -1,9 +1,9 @@
 """The machine (HTCondor's ``ResMgr``): the set of slots, the load and idle times handed out to them,
-the evaluation pass and the timers, machine-wide draining and the backfill client, and what the
+the evaluation pass and the timers, the backfill client, and what the
 shells read (slot names, states, ads, the daemon ad).
 
-:class:`ResMgr` sits on top of the slots' state machine and the hooks
-(:class:`~startd.engine.hookmgr.StartdHookMgr`); the commands that drive it are
+:class:`ResMgr` sits on top of machine-wide draining
+(:class:`~startd.engine.draining.Draining`); the commands that drive it are
 :class:`~startd.engine.command.Engine`'s.
 """
 
@@ -22,7 +22,7 @@ from ..slots import DynamicSlotIds, MachineLayout, Resources, SlotDef
 from .convert import knob_number
 from .cronhooks import CronAds
 from .events import AdChanged, HostSample, Output, Reply, ShutdownComplete, SlotCreated, SlotDeleted
-from .hookmgr import StartdHookMgr
+from .draining import Draining
 from .policy import PolicyKnobs, read_policy
 from .resource import Slot
 from .resstate import Timer
@@ -38,7 +38,7 @@ def valid_daemon_name(name: str | None, host: str) -> str:
     return name if "@" in name else f"{name}@{host}"
 
 
-class ResMgr(StartdHookMgr):
+class ResMgr(Draining):
     """The machine and its slots."""
 
     def __init__(self, conf: Any, host: HostSample, *, machine: str | None = None,
@@ -69,6 +69,8 @@ class ResMgr(StartdHookMgr):
         self._drain_how = "graceful"
         self._drain_on_completion = "nothing"
         self._mjrt_override: int | None = None  # final draining's MaxJobRetirementTime
+        # ResMgr::compute_draining_attrs: what draining would cost, absolute completion times
+        self._drain_expect = {"graceful_done": 0, "quick_done": 0, "graceful_badput": 0, "quick_badput": 0}
         self._shutdown_restart = False
         self._drain_reason = ""
         self._drain_id = 0
@@ -266,6 +268,7 @@ class ResMgr(StartdHookMgr):
         """One policy pass over every slot (ResMgr::eval_all)."""
         self.now = now
         self._refresh_dynamic(now)
+        self._compute_draining_attrs(now)
         for slot in self._slot_list():
             self._merge_cron(slot)
         for slot in self._slot_list():
@@ -340,110 +343,7 @@ class ResMgr(StartdHookMgr):
         out.extend(self._hook_deadlines())
         return out
 
-    # ------------------------------------------------------------------ draining and backfill, machine-wide
-
-    def _start_draining(self, how: str, on_completion: str, reason: str, start: Node | None) -> None:
-        """ResMgr::startDraining, once the request is known to be good: the machine drains from now on
-        (the claims are released by :meth:`_release_for_draining`, after the command's reply)."""
-        self._draining = True
-        self._drain_how = how
-        self._drain_on_completion = on_completion
-        self._drain_reason = reason
-        self._drain_id += 1
-        self._drain_start = start if how == "graceful" else None
-        self._last_drain_start = self.now
-        for s in self._slot_list():
-            self._publish_draining(s)
-            self._publish_requirements(s)
-            self._changed.add(s.name)
-
-    def _release_for_draining(self) -> None:
-        """Graceful draining honours retirement, reversibly (jobs retire toward the machine's coordinated
-        end); quick draining retires irreversibly, without coordination; fast draining kills. Then every
-        slot is evaluated (update_all)."""
-        how = self._drain_how
-        for slot in self._slot_list():
-            if slot.deleted:
-                continue
-            if how == "fast":
-                self._kill_claim(slot, "draining (fast)")
-            else:
-                self._retire(slot, f"draining ({how})", reversible=how == "graceful")
-        self._update_all()
-
-    def _cancel_drain(self) -> None:
-        """ResMgr::cancelDraining: draining ends, every slot is available again and evaluated at once."""
-        self._draining = False
-        self._drain_reason = ""
-        self._drain_start = None
-        self._drain_on_completion = "nothing"
-        self._mjrt_override = None
-        self._last_drain_stop = self.now
-        for s in self._slot_list():
-            self._publish_draining(s)
-            self._publish_requirements(s)
-            self._changed.add(s.name)
-        self._update_all()
-
-    def _update_all(self) -> None:
-        """ResMgr::update_all: evaluate every slot now."""
-        for s in self._slot_list():
-            if not s.deleted:
-                self._eval_slot(s)
-        self._check_polling(self.now)
-
-    def _draining_is_complete(self) -> bool:
-        return self._draining and all(s.state == State.DRAINED for s in self.slots.values())
-
-    def _consider_resuming(self) -> None:
-        """ResMgr::considerResumingAfterDraining: once every slot is Drained/Idle, do what the drain
-        request asked on completion."""
-        how = self._drain_on_completion
-        if not self._draining or how == "nothing":
-            return
-        if not all(s.state == State.DRAINED and s.activity == Activity.IDLE for s in self.slots.values()):
-            return
-        if how in ("exit", "restart"):
-            if self._shutdown is None:
-                self._shutdown = "graceful"
-                self._shutdown_restart = how == "restart"
-                for s in self._slot_list():
-                    self._publish_requirements(s)
-                    self._changed.add(s.name)
-            return
-        self._cancel_drain()
-
-    def _check_drain_completion(self) -> None:
-        """ResMgr::checkForDrainCompletion: when every claimed slot left runs a job accepted while
-        draining (the jobs that were running when draining began are all gone), final draining begins:
-        the draining START is dropped, MaxJobRetirementTime becomes 0 on every slot and every claim is
-        retired (reversibly), so the scavengers are vacated within their vacate time."""
-        if not self._draining:
-            return
-        for s in self.slots.values():
-            if s.accepted_while_draining or s.spec.partitionable:
-                continue
-            if s.state in (State.CLAIMED, State.PREEMPTING) or (
-                    s.state == State.BACKFILL and s.activity != Activity.IDLE):
-                return
-        self._drain_start = None
-        self._mjrt_override = 0
-        for s in self._slot_list():
-            self._publish_draining(s)
-            self._publish_requirements(s)
-            self._changed.add(s.name)
-        for s in self._slot_list():
-            if not s.deleted:
-                self._retire(s, "final draining: every job running when draining began has finished",
-                             reversible=True)
-
-    def _reset_max_job_retirement_time(self) -> None:
-        if self._mjrt_override is None:
-            return
-        self._mjrt_override = None
-        for s in self._slot_list():
-            self._publish_draining(s)
-            self._changed.add(s.name)
+    # ------------------------------------------------------------------ the backfill client
 
     def _backfill_gone(self) -> None:
         """The backfill client is gone (it exited, or its kill deadline passed)."""

@@ -148,6 +148,7 @@ class ResourceBase:
     _draining: bool
     _drain_on_completion: str
     _mjrt_override: int | None
+    _drain_expect: dict[str, int]
     _drain_how: str
     _drain_reason: str
     _drain_id: int
@@ -217,24 +218,21 @@ class ResourceBase:
 
     def _publish_requirements(self, slot: Slot) -> None:
         """Resource::publish_requirements (Reqexp): while the slot is available, Requirements is
-        ``START && WithinResourceLimits`` on every kind of slot. It is unavailable while Matched or
-        Preempting and while the startd shuts down (Requirements False), and while the machine drains
-        (``reqexp_unavail(getDrainingExpr())``): then START *is* the draining START expression, or, with
-        none, Requirements is False."""
+        ``START && WithinResourceLimits`` on every kind of slot, START the configured one. It is
+        unavailable while Matched or Preempting and while the startd shuts down (Requirements False),
+        and while the machine drains (``reqexp_unavail(getDrainingExpr())``): then START *is* the
+        draining START expression, or, with none, Requirements is False and START is left as it was."""
         ad = slot.ad
-        start = self._policy_of(slot)["Start"]
         if slot.state in (State.MATCHED, State.PREEMPTING) or self._shutdown is not None:
-            ad["Start"] = Expr(start)
             ad["Requirements"] = False
         elif self._draining or slot.state == State.DRAINED:
             if self._drain_start is not None:
                 ad["Start"] = Expr(self._drain_start)
                 ad["Requirements"] = Expr(REQ)
             else:
-                ad["Start"] = Expr(start)
                 ad["Requirements"] = False
         else:
-            ad["Start"] = Expr(start)
+            ad["Start"] = Expr(self._policy_of(slot)["Start"])
             ad["Requirements"] = Expr(REQ)
 
     def _publish_draining(self, slot: Slot) -> None:
@@ -255,6 +253,11 @@ class ResourceBase:
         if self._last_drain_stop:
             ad["LastDrainStopTime"] = int(self._last_drain_stop)
         ad["AcceptedWhileDraining"] = slot.accepted_while_draining
+        e = self._drain_expect
+        ad["ExpectedMachineGracefulDrainingBadput"] = e["graceful_badput"]
+        ad["ExpectedMachineQuickDrainingBadput"] = e["quick_badput"]
+        ad["ExpectedMachineGracefulDrainingCompletion"] = e["graceful_done"]
+        ad["ExpectedMachineQuickDrainingCompletion"] = e["quick_done"]
         if self._mjrt_override is not None:
             ad["MaxJobRetirementTime"] = self._mjrt_override
         else:

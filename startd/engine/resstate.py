@@ -469,6 +469,15 @@ class ResState(ResourceBase):
             slot.killing_deadline = self.now + self.knobs.killing_timeout
             self._emit(JobCommand(self.now, slot.name, c.id, "hard_kill", signal="SIGKILL"))
 
+    def _softkill_expired(self, slot: Slot) -> None:
+        """Starter::softkillTimeout for a deactivated job: its vacate time is over, it is killed hard."""
+        c = slot.claim
+        if c is None or c.softkill_at is None:
+            return
+        c.softkill_at = None
+        if c.job_state in ("running", "suspended") and c.exit_pending is None:
+            self._emit(JobCommand(self.now, slot.name, c.id, "hard_kill", signal="SIGKILL"))
+
     def _killing_expired(self, slot: Slot) -> None:
         # KILLING_TIMEOUT: SIGKILL to the starter and all its children; nothing survives that.
         slot.killing_deadline = None
@@ -494,6 +503,8 @@ class ResState(ResourceBase):
         if slot.state == State.PREEMPTING and slot.killing_deadline is not None:
             out.append((slot.killing_deadline, partial(self._killing_expired, slot)))
         if slot.state == State.CLAIMED and c is not None:
+            if c.softkill_at is not None and c.job_state in ("running", "suspended"):
+                out.append((c.softkill_at, partial(self._softkill_expired, slot)))
             if slot.activity == Activity.RETIRING and c.job_state == "running":
                 due = self.now + max(self._retirement_left(slot) - self._max_vacate(slot), 0.0)
                 if math.isfinite(due):
