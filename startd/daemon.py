@@ -16,7 +16,7 @@ ShutdownComplete      the daemon exits
 ====================  ==================================================================================
 
 What the starter and the clock report comes back as inputs through the same driver: JobStarted and
-JobExited (a watcher task per job), JobUsage and HostSample (the sampler), Tick (the engine's timers).
+JobExited and StarterExited (a watcher task per job), JobUsage and HostSample (the sampler), Tick (the engine's timers).
 
 Time: one *clock* task sleeps until the engine's next wakeup. Just before each wakeup it measures the
 machine, so a policy evaluation (POLLING_INTERVAL, UPDATE_INTERVAL) always sees a fresh sample: a load
@@ -613,7 +613,7 @@ class Daemon:
                 self.metrics.inc("jobs_start_failed")
                 log.error("job could not be started", slot=out.slot, reason=e.reason)
                 return [ev.JobExited(now=time.time(), claim_id=out.claim_id, exit_code=None,
-                                     usage={"reason": e.reason, "start_error": True})]
+                                     usage={"reason": e.reason, "start_error": True}, final_update=False)]
             self.metrics.inc("jobs_started")
             log.info("job started", slot=out.slot, pid=handle.pid)
             self._spawn(self._watch_job(handle), f"job-{handle.pid}")
@@ -637,12 +637,16 @@ class Daemon:
         return []
 
     async def _watch_job(self, handle: JobHandle) -> None:
-        result = await handle.wait()
+        # The job's end is the starter's final update (the slot goes Claimed/Cleaning); the starter is
+        # reaped once the job's sandbox and cgroup are gone.
+        result = await handle.exited()
         self.metrics.inc("jobs_exited")
         usage = dict(result.usage)
         usage.pop("ExitCode", None)
         await self.feed(ev.JobExited(now=time.time(), claim_id=handle.claim_id, exit_code=result.exit_code,
-                                     signal=result.signal, usage=usage))
+                                     signal=result.signal, usage=usage, starter_exited=False))
+        await handle.wait()
+        await self.feed(ev.StarterExited(now=time.time(), claim_id=handle.claim_id))
 
     def _spawn(self, coro: Any, name: str) -> None:
         task = asyncio.create_task(coro, name=name)

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .classad import ClassAd, ClassAdSyntaxError, parse_ad, parse_expr
 
 STATES = ("Owner", "Unclaimed", "Matched", "Claimed", "Preempting", "Backfill", "Drained")
-ACTIVITIES = ("Idle", "Benchmarking", "Busy", "Suspended", "Retiring", "Vacating", "Killing")
+ACTIVITIES = ("Idle", "Benchmarking", "Busy", "Suspended", "Retiring", "Cleaning", "Vacating", "Killing")
 
 # The step keys that carry an action, in the order the contract lists them; every step holds exactly one.
 COMMANDS = ("match", "claim", "activate", "deactivate", "keepalive", "release", "vacate", "drain",
@@ -86,6 +86,9 @@ class ActivateStep(_Model):
     # Seconds the job takes to die after a hard kill: 0 (at once) unless it is stuck, as a process in
     # uninterruptible sleep is; only then does KILLING_TIMEOUT matter.
     kill_time: float = Field(default=0, ge=0)
+    # Seconds the starter takes after the job's exit (its final update: Claimed/Cleaning) before it exits
+    # itself; a hard kill ends it at once.
+    cleanup_time: float = Field(default=0, ge=0)
 
 
 class ClaimRef(_Model):

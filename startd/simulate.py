@@ -64,6 +64,8 @@ class JobParams:
     ignores_sigterm: bool = False
     load: float = 1.0
     kill_time: float = 0.0
+    cleanup_time: float = 0.0  # the starter's time between the job's exit (final update) and its own
+
 
 
 @dataclass
@@ -201,6 +203,8 @@ class Simulator:
         self.engine_factory = engine_factory
         self.host = Host(scenario.host, self.t0)
         self.jobs: dict[str, SimJob] = {}
+        # starters still cleaning up after their job: claim id -> when they exit
+        self.cleaning: dict[str, float] = {}
         self.activation: dict[str, JobParams] = {}  # claim id -> how its current job behaves
         self.fetched_runtime: dict[str, float | None] = {}  # slot -> runtime of the work it last fetched
         self.known_slots: set[str] = set()
@@ -303,7 +307,8 @@ class Simulator:
         same_instant = 0
         last = None
         while True:
-            job_t = min((d for d in (j.exit_due() for j in self.jobs.values()) if d is not None), default=None)
+            job_t = min([d for d in (j.exit_due() for j in self.jobs.values()) if d is not None]
+                        + list(self.cleaning.values()), default=None)
             wake = self.engine.next_wakeup()
             candidates = [x for x in (job_t, wake) if x is not None]
             if not candidates:
@@ -319,6 +324,8 @@ class Simulator:
             if job_t is not None and job_t <= t:
                 for job in [j for j in self.jobs.values() if (d := j.exit_due()) is not None and d <= t]:
                     self._job_ends(job)
+                for cid in [c for c, d in self.cleaning.items() if d <= t]:
+                    self._starter_exits(cid)
                 self._drain_followups()
                 continue
             self._feed(ev.Tick(now=t))
@@ -410,8 +417,11 @@ class Simulator:
             self._followups.append(ev.JobUsage(now=now, claim_id=out.claim_id, load=params.load))
             return
         if job is None:
-            # a command for a job that is already gone: the engine will hear (or has heard) its exit
+            # a command for a job that is already gone: the engine will hear (or has heard) its exit. A
+            # starter still cleaning up after it leaves at once when killed hard, and finishes otherwise.
             self._emit_job(out.slot, what)
+            if what == "hard_kill" and out.claim_id in self.cleaning:
+                self._starter_exits(out.claim_id)
             return
         self._emit_job(out.slot, what)
         if what == "suspend":
@@ -447,12 +457,23 @@ class Simulator:
         natural = None
         if job.remaining is not None and job.resumed_at is not None:
             natural = job.resumed_at + job.remaining
+        # the starter's final update; it exits itself cleanup_time later
+        gone = job.params.cleanup_time <= 0
         if job.kill_at is not None and (natural is None or job.kill_at < natural):
-            exited = ev.JobExited(now=now, claim_id=job.claim_id, exit_code=None, signal=job.kill_signal)
+            exited = ev.JobExited(now=now, claim_id=job.claim_id, exit_code=None, signal=job.kill_signal,
+                                  starter_exited=gone)
         else:
-            exited = ev.JobExited(now=now, claim_id=job.claim_id, exit_code=job.params.exit_code)
+            exited = ev.JobExited(now=now, claim_id=job.claim_id, exit_code=job.params.exit_code,
+                                  starter_exited=gone)
+        if not gone:
+            self.cleaning[job.claim_id] = now + job.params.cleanup_time
         self._emit_job(job.slot, "exit")
         self._followups.append(exited)
+
+    def _starter_exits(self, claim_id: str) -> None:
+        """A starter that was cleaning up after its job is reaped."""
+        if self.cleaning.pop(claim_id, None) is not None:
+            self._followups.append(ev.StarterExited(now=self.now, claim_id=claim_id))
 
     def _emit_job(self, slot: str, what: str) -> None:
         self.emit_event(events_json.job_event(self.rel(self.now), slot, what))
@@ -531,7 +552,8 @@ class Simulator:
         if a == "activate":
             job = self.jobs_of_step[i]
             self.activation[body.id] = JobParams(body.runtime, body.exit_code, body.vacate_time,
-                                                 body.ignores_sigterm, body.load, body.kill_time)
+                                                 body.ignores_sigterm, body.load, body.kill_time,
+                                                 body.cleanup_time)
             return ev.ActivateClaim(now=now, request=i, claim_id=body.id,
                                     job=None if job is None else job.copy())
         if a == "deactivate":

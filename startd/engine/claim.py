@@ -27,7 +27,8 @@ class Claim:
     # Claim::starterExited takes the job ad away from the claim: until the next activation brings one, the
     # claim's policy is evaluated without a job (``job`` is kept for an activation that names none)
     job_ad_gone: bool = False
-    # the job currently activated on the claim: None, "running", "suspended", "vacating", "killing"
+    # the job currently activated on the claim: None, "running", "suspended", "vacating", "killing", or
+    # "exiting" once the starter's final update has said it is done (until the starter is reaped)
     job_state: str | None = None
     job_start: float | None = None
     job_run: float = 0.0  # seconds run by the current job, suspension excluded
@@ -49,12 +50,16 @@ class Claim:
     # work fetched by the slot's FETCH_WORK hook rather than claimed by a schedd (no lease)
     fetched: bool = False
     # the starter's job hooks: their keyword, the PREPARE hooks still to run before the job starts,
-    # when UPDATE_JOB_INFO runs next, and the exit waiting for JOB_EXIT to return
+    # when UPDATE_JOB_INFO runs next
     hook_keyword: str | None = None
     preparing: list[str] | None = None
     update_at: float | None = None
-    exit_pending: dict[str, Any] | None = None
     hook_request: int = 0
+    # the job is done (the starter's final update, with its exit): until the starter is reaped, which
+    # waits for the starter to exit and for its JOB_EXIT hook to return
+    exit_pending: dict[str, Any] | None = None
+    starter_alive: bool = False
+    exit_hook_running: bool = False
 
     def start_lease(self, now: float) -> None:
         """Claim::startLeaseTimer: the lease runs from now, and sendAlive every third of it."""

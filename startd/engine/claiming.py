@@ -1,8 +1,8 @@
 """What a slot does with its claims (HTCondor's ``Resource`` and ``Claim`` around the state machine):
 accept one (``Resource::acceptClaimRequest``), retire or kill it (``retire_claim``, ``kill_claim``), hand
 the slot to the preempting claim once the job is gone (``leave_preempting_state``), start a claim's job
-(``Claim::beginActivation``) and take note of its end (``Resource::starterExited``), which may begin
-final draining.
+(``Claim::beginActivation``) and take note of its end: the starter's final update (Claimed/Cleaning) and
+its reap (``Resource::starterExited``), which may begin final draining.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from .claim import Claim
 from .convert import as_int as _as_int, eval_to_bool as _eval_to_bool
-from .events import JobEvent
+from .events import JobCommand, JobEvent
 from .resource import Slot
 from .resstate import ResState
 from .states import Activity, State
@@ -55,6 +55,8 @@ class Claiming(ResState):
         """Resource::retire_claim: a claimed slot starts retiring (an idle claim passes through
         Claimed/Retiring on its way to Preempting); Matched returns to Owner; Backfill is evicted."""
         c = slot.claim
+        if slot.state == State.CLAIMED and slot.activity == Activity.CLEANING:
+            return  # Cleaning is terminal: the starter's reap decides what comes next
         if slot.state == State.CLAIMED and c is not None:
             if not reversible:
                 c.may_unretire = False
@@ -67,7 +69,13 @@ class Claiming(ResState):
             self._backfill_destination(slot, State.OWNER, reason)
 
     def _kill_claim(self, slot: Slot, reason: str) -> None:
-        """Resource::kill_claim: straight to Preempting/Killing."""
+        """Resource::kill_claim: straight to Preempting/Killing. Claimed/Cleaning absorbs it: the starter is
+        killed hard and its reap goes to Preempting."""
+        c = slot.claim
+        if slot.state == State.CLAIMED and slot.activity == Activity.CLEANING and c is not None:
+            slot.cleaning_preempt_pending = True
+            self._emit(JobCommand(self.now, slot.name, c.id, "hard_kill", signal="SIGKILL"))
+            return
         if slot.state in (State.CLAIMED, State.PREEMPTING):
             self._change(slot, State.PREEMPTING, Activity.KILLING, reason)
         elif slot.state == State.MATCHED:
@@ -103,10 +111,40 @@ class Claiming(ResState):
         self._refresh_duty()
         self._change(slot, State.CLAIMED, Activity.BUSY, reason)
 
+    def _final_update(self, slot: Slot, c: Claim, detail: dict[str, Any], final_update: bool = True) -> str:
+        """Claim::receiveJobClassAdUpdate's final update: the job is done on the EP. A slot Claimed and
+        Busy, Retiring or Suspended goes to Claimed/Cleaning, where it stays until the starter is reaped
+        (no policy moves it; retiring is noted, a release or kill waits for the reap). Returns how the
+        job ended for its JOB_EXIT hook: ``exit``, or ``evict`` when it was being evicted."""
+        how = "exit" if c.job_state in ("running", "suspended") else "evict"
+        c.close_segment(self.now)
+        c.job_state = "exiting"
+        c.softkill_at = None
+        c.load = 0.0
+        c.update_at = None
+        c.exit_pending = detail
+        self._emit(JobEvent(self.now, slot.name, "exit", c.id, detail))
+        self._refresh_duty()
+        if final_update and slot.state == State.CLAIMED and slot.activity in (
+                Activity.BUSY, Activity.RETIRING, Activity.SUSPENDED):
+            self._change(slot, State.CLAIMED, Activity.CLEANING, "the job is done: the starter's final update")
+        return how
+
+    def _starter_gone(self, slot: Slot, c: Claim) -> None:
+        """The starter is reaped once it has exited and its JOB_EXIT hook has returned."""
+        if c.exit_pending is None or c.starter_alive or c.exit_hook_running or slot.claim is not c:
+            return
+        self._job_gone(slot, c, c.exit_pending)
+
     def _job_gone(self, slot: Slot, c: Claim, detail: dict[str, Any]) -> None:
-        """Resource::starterExited: the job is gone. A job that was running when draining began may have
-        been the last of them: then final draining starts (ResMgr::checkForDrainCompletion)."""
+        """Resource::starterExited: the job and its starter are gone. Claimed/Retiring goes to Preempting;
+        Claimed/Cleaning to Preempting when a release or kill came while cleaning or a preempting claim
+        waits, else to Claimed/Idle; Claimed/Busy to Claimed/Idle; Preempting hands the slot on. A job
+        that was running when draining began may have been the last of them: then final draining starts
+        (ResMgr::checkForDrainCompletion)."""
         check_drain = self._draining and not slot.accepted_while_draining
+        if c.exit_pending is None:  # no final update announced the exit
+            self._emit(JobEvent(self.now, slot.name, "exit", c.id, detail))
         c.close_segment(self.now)
         c.job_state = None
         c.softkill_at = None
@@ -116,14 +154,21 @@ class Claiming(ResState):
         c.preparing = None
         c.update_at = None
         c.exit_pending = None
-        self._emit(JobEvent(self.now, slot.name, "exit", c.id, detail))
+        c.starter_alive = c.exit_hook_running = False
+        preempt = slot.cleaning_preempt_pending or slot.pre is not None
+        slot.cleaning_preempt_pending = False
         self._refresh_duty()
         if slot.state == State.CLAIMED:
-            if slot.activity == Activity.RETIRING:
+            a = slot.activity
+            if a == Activity.RETIRING:
                 self._to_preempting(slot, "job finished during retirement")
+            elif a == Activity.CLEANING and preempt:
+                self._to_preempting(slot, "the starter exited; the claim was released or preempted while "
+                                    "cleaning")
             else:
                 slot.user_suspended = False
-                self._change(slot, State.CLAIMED, Activity.IDLE, "job exited")
+                self._change(slot, State.CLAIMED, Activity.IDLE,
+                             "the starter exited" if a == Activity.CLEANING else "job exited")
                 if c.fetched and slot.claim is c and slot.state == State.CLAIMED:
                     self._try_fetch(slot)  # a fetched claim asks for more work at once
         elif slot.state == State.PREEMPTING:
@@ -132,4 +177,3 @@ class Claiming(ResState):
             self._publish_claim(slot)
         if check_drain:
             self._check_drain_completion()
-

@@ -22,7 +22,7 @@ from .claim import Claim
 from .events import (ActivateClaim, BackfillExited, BenchmarksDone, CancelDrain, ContinueClaim, CronLoad, CronOutput,
                      DeactivateClaim, Drain, HookResult, HostSample, Input, JobCommand, JobExited, JobStarted, JobUsage,
                      Keepalive, Match, Output, Reconfig, ReleaseClaim, RequestClaim, Shutdown, SlotCreated,
-                     SuspendClaim, Tick, Vacate)
+                     StarterExited, SuspendClaim, Tick, Vacate)
 from .hookmgr import StartdHookMgr
 from .policy import POLICY_ATTRS
 from .resmgr import ResMgr
@@ -509,16 +509,29 @@ class Engine(ResMgr):
         if found is None or not found[2] or not found[1].active:
             return
         slot, c, _ = found
-        if c.exit_pending is not None:
+        if c.exit_pending is not None:  # told twice: only whether the starter is gone may be news
+            if inp.starter_exited:
+                c.starter_alive = False
+                self._starter_gone(slot, c)
             return
         detail: dict[str, Any] = {"exit_code": inp.exit_code}
         if inp.signal is not None:
             detail["signal"] = inp.signal
         detail.update(inp.usage)
         c.extra.update(inp.usage)
-        if self._job_exit_hook(slot, c, detail, inp.exit_code, inp.signal):
+        c.starter_alive = not inp.starter_exited
+        how = self._final_update(slot, c, detail, inp.final_update)
+        if slot.claim is c:
+            c.exit_hook_running = self._job_exit_hook(slot, c, how, inp.exit_code, inp.signal)
+            self._starter_gone(slot, c)
+
+    def _on_starter_exited(self, inp: StarterExited) -> None:
+        found = self._find_claim(inp.claim_id)
+        if found is None or not found[2] or found[1].exit_pending is None:
             return
-        self._job_gone(slot, c, detail)
+        slot, c, _ = found
+        c.starter_alive = False
+        self._starter_gone(slot, c)
 
     def _on_benchmarks(self, inp: BenchmarksDone) -> None:
         self._benchmarking = False
@@ -562,6 +575,7 @@ class Engine(ResMgr):
         Shutdown: _on_shutdown,
         JobStarted: _on_job_started,
         JobExited: _on_job_exited,
+        StarterExited: _on_starter_exited,
         JobUsage: _on_job_usage,
         BenchmarksDone: _on_benchmarks,
         BackfillExited: _on_backfill_exited,

@@ -168,12 +168,28 @@ class JobStarted(Input):
 
 @dataclass(frozen=True, slots=True)
 class JobExited(Input):
-    """The job of ``claim_id`` ended. ``signal`` is set when a signal ended it."""
+    """The job of ``claim_id`` ended. ``signal`` is set when a signal ended it.
+
+    This is the starter's final update (Claim::receiveJobClassAdUpdate): a claimed slot goes to
+    Claimed/Cleaning until the starter is reaped. ``starter_exited`` says the starter is gone too (the
+    slot leaves Cleaning at once); when False, :class:`StarterExited` follows once the starter has
+    cleaned up. ``final_update`` False is a starter that went away without one (a job that never
+    started): the slot skips Cleaning."""
 
     claim_id: str
     exit_code: int | None = 0
     signal: int | None = None
     usage: dict[str, Any] = field(default_factory=dict)  # RemoteUserCpu, RemoteSysCpu, ImageSize, ...
+    starter_exited: bool = True
+    final_update: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class StarterExited(Input):
+    """The starter of ``claim_id``'s job was reaped, after a :class:`JobExited` with ``starter_exited``
+    False (Resource::starterExited)."""
+
+    claim_id: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,6 @@ Which program a hook is, its timeout and keyword come from :mod:`startd.engine.c
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
 from ..classad.evaluate import evaluate_node
 from .claim import Claim
@@ -74,9 +73,9 @@ class StartdHookMgr(Claiming):
             return  # the job this hook was for is gone already
         if hook in PREPARE_HOOKS and c.preparing:
             self._prepare_done(slot, c, inp)
-        elif hook == "JOB_EXIT" and c.exit_pending is not None:
-            detail, c.exit_pending = c.exit_pending, None
-            self._job_gone(slot, c, detail)
+        elif hook == "JOB_EXIT" and c.exit_hook_running:
+            c.exit_hook_running = False
+            self._starter_gone(slot, c)
 
     def _fetch_delay(self, slot: Slot) -> int:
         """Resource::evalNextFetchWorkDelay: the slot's FetchWorkDelay (its type's, with the claim's job),
@@ -225,6 +224,8 @@ class StartdHookMgr(Claiming):
         kw = starter_keyword(self.conf, c.job)
         c.hook_keyword = kw
         c.exit_pending = None
+        c.starter_alive = True
+        c.exit_hook_running = False
         c.update_at = None
         c.preparing = [h for h in PREPARE_HOOKS if hook_path(self.conf, kw, h)] if kw else []
         self._next_prepare(slot, c)
@@ -269,13 +270,12 @@ class StartdHookMgr(Claiming):
         ad.update(job_info(c))
         self._run_hook(slot, kw, "UPDATE_JOB_INFO", ad.to_old(), claim=c, wait=False)
 
-    def _job_exit_hook(self, slot: Slot, c: Claim, detail: dict[str, Any], exit_code: int | None,
-                       sig: int | None) -> bool:
-        """Run JOB_EXIT for a job that has just ended; True when the exit now waits for it."""
+    def _job_exit_hook(self, slot: Slot, c: Claim, how: str, exit_code: int | None, sig: int | None) -> bool:
+        """Run JOB_EXIT (``how``: exit or evict) for a job that has just ended, as the starter does before
+        it exits; True when the starter's reap now waits for it."""
         kw = c.hook_keyword
-        if not kw or not hook_path(self.conf, kw, "JOB_EXIT") or c.exit_pending is not None:
+        if not kw or not hook_path(self.conf, kw, "JOB_EXIT") or c.exit_hook_running:
             return False
-        how = "exit" if c.job_state in ("running", "suspended") else "evict"
         ad = c.job.copy()
         ad.update(job_info(c))
         if sig is not None:
@@ -287,11 +287,9 @@ class StartdHookMgr(Claiming):
             ad["ExitBySignal"] = False
             ad["ExitCode"] = exit_code if exit_code is not None else 0
         ad["JobDuration"] = round(c.run_time(self.now), 3)
-        c.close_segment(self.now)
-        c.job_state = "exiting"
-        c.load = 0.0
-        c.update_at = None
-        c.exit_pending = dict(detail, exit_hook=how)
+        if c.exit_pending is not None:
+            c.exit_pending["exit_hook"] = how
+        c.exit_hook_running = True
         c.hook_request = self._run_hook(slot, kw, "JOB_EXIT", ad.to_old(), (how,), claim=c)
         return True
 

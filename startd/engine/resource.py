@@ -94,6 +94,9 @@ class Slot:
     pending: Claim | None = None  # a claim accepted while backfill is being killed
     act_was_benchmark: bool = False
     user_suspended: bool = False
+    # Resource::r_cleaning_preempt_pending: a release or kill arrived while Claimed/Cleaning; the starter's
+    # reap then goes to Preempting instead of Claimed/Idle
+    cleaning_preempt_pending: bool = False
     owner_load: float = 0.0
     keyboard_idle: float = 0.0
     console_idle: float = 0.0

@@ -118,8 +118,11 @@ class ResState(ResourceBase):
         return None
 
     def _eval_claimed(self, slot: Slot, c: Claim) -> Suggestion | None:
-        """ResState::eval_policy, claimed_state."""
+        """ResState::eval_policy, claimed_state. Cleaning is terminal within the claim: no expression moves
+        the slot until the starter is reaped."""
         a = slot.activity
+        if a == Activity.CLEANING:
+            return None
         if self._in_retirement(slot) and self._retirement_expired(slot):
             pre, _ = self._policy_bool(slot, "PREEMPT")
             why = "draining" if self._draining else "MaxJobRetirementTime"
@@ -229,7 +232,7 @@ class ResState(ResourceBase):
         """ResState::do_periodic_actions."""
         s, a = slot.state, slot.activity
         if s == State.CLAIMED:
-            if a != Activity.SUSPENDED:
+            if a not in (Activity.SUSPENDED, Activity.CLEANING):
                 self._try_fetch(slot)
         elif s == State.UNCLAIMED:
             # r_act_was_benchmark: a slot whose last activity change ended a benchmark run does not start
@@ -373,11 +376,13 @@ class ResState(ResourceBase):
             if c is None or not c.active:
                 self._leave_preempting(slot)
                 return True
-            if c.exit_pending is not None:
-                return False  # the job is gone; only its JOB_EXIT hook is still running
+            exited = c.exit_pending is not None  # the job is gone; its starter may still be cleaning up
+            if exited and not (a == Activity.KILLING and c.starter_alive):
+                return False
             c.close_segment(now)
             if a == Activity.KILLING:
-                c.job_state = "killing"
+                if not exited:
+                    c.job_state = "killing"
                 slot.vacate_deadline = None
                 slot.killing_deadline = now + self.knobs.killing_timeout
                 self._emit(JobCommand(now, slot.name, c.id, "hard_kill", signal="SIGKILL"))
@@ -463,9 +468,10 @@ class ResState(ResourceBase):
         slot.vacate_deadline = None
         c = slot.claim
         if slot.state == State.PREEMPTING and slot.activity == Activity.VACATING and c is not None and c.active \
-                and c.exit_pending is None:
+                and (c.exit_pending is None or c.starter_alive):
             c.close_segment(self.now)
-            c.job_state = "killing"
+            if c.exit_pending is None:
+                c.job_state = "killing"
             slot.killing_deadline = self.now + self.knobs.killing_timeout
             self._emit(JobCommand(self.now, slot.name, c.id, "hard_kill", signal="SIGKILL"))
 

@@ -1,7 +1,9 @@
 """States, activities and the numbered state/activity transitions of the condor_startd.
 
 The numbers are those of the HTCondor manual's "State and Activity Transitions" section
-(seeds/ep-policy-configuration.rst). :data:`TRANSITIONS` is the only place they are written down:
+(seeds/ep-policy-configuration.rst; HTCondor 25's diagram adds Claimed/Cleaning, entered from Busy by
+transition 12, and left on the starter's reap by the unnumbered "12a"). :data:`TRANSITIONS` is the only
+place they are written down:
 the engine asks :func:`transition_number` for the number of every move it makes, and a move the
 manual does not number (Owner -> Claimed, Claimed/Busy -> Preempting on a fast shutdown, ...) gets
 ``None``.
@@ -38,6 +40,7 @@ class Activity(str, Enum):
     VACATING = "Vacating"
     KILLING = "Killing"
     BENCHMARKING = "Benchmarking"
+    CLEANING = "Cleaning"  # HTCondor 25: the job is done, the starter not yet reaped
 
     def __str__(self) -> str:
         return self.value
@@ -48,7 +51,7 @@ ACTIVITIES: dict[State, tuple[Activity, ...]] = {
     State.OWNER: (Activity.IDLE,),
     State.UNCLAIMED: (Activity.IDLE, Activity.BENCHMARKING),
     State.MATCHED: (Activity.IDLE,),
-    State.CLAIMED: (Activity.IDLE, Activity.BUSY, Activity.SUSPENDED, Activity.RETIRING),
+    State.CLAIMED: (Activity.IDLE, Activity.BUSY, Activity.SUSPENDED, Activity.RETIRING, Activity.CLEANING),
     State.PREEMPTING: (Activity.VACATING, Activity.KILLING),
     State.BACKFILL: (Activity.IDLE, Activity.BUSY, Activity.KILLING),
     State.DRAINED: (Activity.IDLE, Activity.RETIRING),
@@ -82,7 +85,8 @@ TRANSITIONS: tuple[TransitionRule, ...] = (
     TransitionRule(10, _S.CLAIMED, _A.IDLE, _S.PREEMPTING, _A.VACATING, "vacate, START false, release or worklife"),
     TransitionRule(10, _S.CLAIMED, _A.IDLE, _S.PREEMPTING, _A.KILLING, "vacate, START false, release or worklife"),
     TransitionRule(11, _S.CLAIMED, _A.IDLE, _S.CLAIMED, _A.BUSY, "claim activated"),
-    TransitionRule(12, _S.CLAIMED, _A.BUSY, _S.CLAIMED, _A.IDLE, "job exited"),
+    TransitionRule(12, _S.CLAIMED, _A.BUSY, _S.CLAIMED, _A.CLEANING, "job exited: the starter's final update"),
+    TransitionRule(12, _S.CLAIMED, _A.BUSY, _S.CLAIMED, _A.IDLE, "starter exited without a final update"),
     TransitionRule(13, _S.CLAIMED, _A.BUSY, _S.CLAIMED, _A.RETIRING, "PREEMPT true, better claim, drain or shutdown"),
     TransitionRule(14, _S.CLAIMED, _A.BUSY, _S.CLAIMED, _A.SUSPENDED, "WANT_SUSPEND and SUSPEND are true"),
     TransitionRule(15, _S.CLAIMED, _A.SUSPENDED, _S.CLAIMED, _A.BUSY, "CONTINUE is true"),
@@ -123,5 +127,6 @@ def transition_number(from_state: State, from_activity: Activity, to_state: Stat
 
 
 def rules(number: int) -> list[TransitionRule]:
-    """Every row of the table with this number (10, 17 and 18 end in Vacating or Killing)."""
+    """Every row of the table with this number (10, 17 and 18 end in Vacating or Killing; 12 in Cleaning,
+    or in Idle when the starter is reaped without a final update)."""
     return [r for r in TRANSITIONS if r.number == number]

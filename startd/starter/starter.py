@@ -184,6 +184,7 @@ class JobHandle:
         self.condor_load = 0.0
         self._exit: asyncio.Future[tuple[int, Any]] = asyncio.get_running_loop().create_future()
         self._result: asyncio.Future[JobResult] = asyncio.get_running_loop().create_future()
+        self._done: asyncio.Future[JobResult] = asyncio.get_running_loop().create_future()
         self._pidfd: int | None = None
         self._poll_task: asyncio.Task[None] | None = None
         self._finish_task: asyncio.Task[None] | None = None
@@ -259,13 +260,19 @@ class JobHandle:
         else:
             usage["ExitCode"] = code
         self.condor_load = 0.0
+        result = JobResult(self.claim_id, code, sig, usage, duration)
+        self._done.set_result(result)
         await self._starter._cleanup(self)
-        self._result.set_result(JobResult(self.claim_id, code, sig, usage, duration))
+        self._result.set_result(result)
 
     @property
     def running(self) -> bool:
         """True until the job's main process has exited."""
         return not self._exit.done()
+
+    async def exited(self) -> JobResult:
+        """The job's result as soon as it and its family are gone, before its sandbox is cleaned up."""
+        return await asyncio.shield(self._done)
 
     async def wait(self) -> JobResult:
         """The job's result, once it has exited and its family and sandbox are gone."""

@@ -59,6 +59,12 @@ async def test_a_real_job_whole_life_submit_wait_returns_its_exit_code(mqtt_brok
         assert exit_event["exit_code"] == 7 and "claim_id" not in exit_event
         await rec.next(lambda e: e["event"] == "transition" and e["to"] == "Claimed/Busy"
                        and e["transition"] is not None)
+        # HTCondor 25: the job's end is the starter's final update (Busy -> Cleaning, transition 12); the
+        # slot leaves Cleaning once the starter is reaped, here when the job's sandbox is gone
+        await rec.next(lambda e: e["event"] == "transition" and e["slot"] == slot and e["from"] == "Claimed/Busy"
+                       and e["to"] == "Claimed/Cleaning" and e["transition"] == 12)
+        await rec.next(lambda e: e["event"] == "transition" and e["slot"] == slot
+                       and e["from"] == "Claimed/Cleaning")
         # the claim released, the dynamic slot goes away and its ad is cleared
         await rec.next(lambda e: e["event"] == "slot_deleted" and e["slot"] == slot)
     retained = await _retained(mqtt_broker, topic_root, "m1")

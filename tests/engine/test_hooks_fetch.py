@@ -164,10 +164,12 @@ def test_update_job_info_and_job_exit_hooks() -> None:
     (ex,) = hooks(outs, "JOB_EXIT")
     assert ex.args == ("exit",) and "ExitCode = 3" in ex.stdin and "ExitBySignal = false" in ex.stdin
     assert "JobDuration = " in ex.stdin
-    assert d.eng.state_of("slot1") == ("Claimed", "Busy")  # waits for JOB_EXIT
-    outs = answer(d, ex, 101)
-    assert d.eng.state_of("slot1") == ("Claimed", "Idle")
+    # the job's exit is the starter's final update; the starter runs JOB_EXIT before it exits, and the slot
+    # stays Claimed/Cleaning until then (Claim::receiveJobClassAdUpdate, Resource::starterExited)
     assert [o for o in outs if isinstance(o, JobEvent) and o.what == "exit"][0].detail["exit_code"] == 3
+    assert d.eng.state_of("slot1") == ("Claimed", "Cleaning")
+    answer(d, ex, 101)
+    assert d.eng.state_of("slot1") == ("Claimed", "Idle")
 
 
 def test_job_exit_hook_says_evict_when_the_job_was_evicted() -> None:

@@ -118,10 +118,21 @@ def test_transition_11_claimed_idle_to_busy_on_activation() -> None:
     assert any(isinstance(o, JobCommand) and o.what == "start" for o in d.out)
 
 
-def test_transition_12_busy_to_idle_when_the_job_exits() -> None:
+def test_transition_12_busy_to_cleaning_when_the_job_exits_then_idle_when_the_starter_is_reaped() -> None:
+    # HTCondor 25 (Claim::receiveJobClassAdUpdate, Resource::starterExited): the starter's final update
+    # moves Busy -> Cleaning (12), its reap Cleaning -> Idle (the diagram's unnumbered "12a")
     d = claimed_busy()
     d.do(JobExited(now=50, claim_id="c1"))
+    assert d.state() == "Claimed/Idle"
+    assert [(t.from_activity, t.to_activity, t.number) for t in d.transitions()[-2:]] == [
+        ("Busy", "Cleaning", 12), ("Cleaning", "Idle", None)]
+
+
+def test_transition_12_busy_to_idle_when_the_starter_goes_without_a_final_update() -> None:
+    d = claimed_busy()
+    d.do(JobExited(now=50, claim_id="c1", exit_code=None, final_update=False))
     assert d.state() == "Claimed/Idle" and d.numbers()[-1] == 12
+    assert d.transitions()[-1].from_activity == "Busy"
 
 
 def test_transition_13_claimed_busy_to_claimed_retiring_when_preempt_becomes_true() -> None:

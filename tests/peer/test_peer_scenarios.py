@@ -43,14 +43,19 @@ def _modules() -> list[Path]:
     return sorted(p for p in HERE.glob("test_*.py") if p.name != Path(__file__).name)
 
 
+# A test of src/condor_tests is a Perl ``.run`` script or a pytest ``test_*.py`` module; the other files there
+# (``libcmr.py``, ``CondorCmdStatusWorker2.pm``) are their libraries, cited but not counted.
+TEST_FILE = re.compile(r"^src/condor_tests/([\w.+-]+\.run|test_[\w+-]+\.py)$")
+
+
 def _translated_tests() -> set[str]:
     """The HTCondor tests (src/condor_tests/...) translated here, by file."""
     found: set[str] = set()
     for p in SCENARIOS:
-        found |= {s.split(":")[0] for s in _sources_of_scenario(p) if s.startswith("src/condor_tests/")}
+        found |= {s.split(":")[0] for s in _sources_of_scenario(p)}
     for p in _modules():
-        found |= {s.split(":")[0] for s in _sources_of_module(p) if s.startswith("src/condor_tests/")}
-    return found
+        found |= {s.split(":")[0] for s in _sources_of_module(p)}
+    return {s for s in found if TEST_FILE.match(s)}
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
