@@ -27,6 +27,7 @@ class Claim:
     # Claim::starterExited takes the job ad away from the claim: until the next activation brings one, the
     # claim's policy is evaluated without a job (``job`` is kept for an activation that names none)
     job_ad_gone: bool = False
+    job_version: int = 0  # bumped whenever ``job`` is changed in place (the starter's updates)
     # the job currently activated on the claim: None, "running", "suspended", "vacating", "killing", or
     # "exiting" once the starter's final update has said it is done (until the starter is reaped)
     job_state: str | None = None

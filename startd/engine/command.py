@@ -498,6 +498,8 @@ class Engine(ResMgr):
             if inp.load is not None:
                 c.load = float(inp.load)
             c.extra.update(inp.usage)
+            if inp.usage:
+                c.job_version += 1
             for name, value in inp.usage.items():
                 try:
                     c.job[name] = value

@@ -99,18 +99,20 @@ class Draining(StartdHookMgr):
         drained = True
         for s in self.slots.values():
             c = s.claim
-            active = c is not None and c.active
-            runtime = c.run_time(now) if active and c is not None else 0.0
+            if c is None or not c.active:
+                continue  # no job: nothing to lose, nothing to wait for
+            runtime = c.run_time(now)
             rr = self._retirement_remaining(s)
             mvt = self._max_vacate(s)
             cpus = float(s.resources.cpus)
-            drained = drained and not active
+            drained = False
             q_bad += cpus * (runtime + mvt)
             grace = mvt if rr < mvt else rr
             g_bad += cpus * runtime + cpus * grace
             g_done = max(g_done, grace)
             q_done = max(q_done, mvt)
         e = self._drain_expect
+        before = dict(e)
         if drained:
             for k in ("graceful_done", "quick_done"):
                 if e[k] == 0 or e[k] > now:
@@ -120,8 +122,9 @@ class Draining(StartdHookMgr):
             e["quick_done"] = cap(now + q_done)
         e["graceful_badput"] = cap(g_bad)
         e["quick_badput"] = cap(q_bad)
-        for s in self.slots.values():
-            self._publish_draining(s)
+        if e != before:
+            for s in self.slots.values():
+                self._publish_drain_expectations(s)
 
     def _check_drain_completion(self) -> None:
         """ResMgr::checkForDrainCompletion: when every claimed slot left runs a job accepted while

@@ -96,12 +96,23 @@ class StartdHookMgr(Claiming):
         delay = self._fetch_delay(slot)
         slot.fetch_at = self.now + (delay if delay > 0 else 1)
 
+    def _fetch_keyword(self, slot: Slot) -> str | None:
+        """The slot's hook keyword when it names a FETCH_WORK hook (looked up once per configuration)."""
+        cached = slot.fetch_hook
+        if cached is not None and cached[0] is self.conf:
+            return cached[1]
+        kw = slot_keyword(self.conf, slot.name, slot.spec.parent_type_id)
+        if kw is not None and hook_path(self.conf, kw, "FETCH_WORK") is None:
+            kw = None
+        slot.fetch_hook = (self.conf, kw)
+        return kw
+
     def _try_fetch(self, slot: Slot) -> None:
         """Resource::tryFetchWork."""
         if slot.deleted or self._shutdown is not None or slot.fetching:
             return
-        kw = slot_keyword(self.conf, slot.name, slot.spec.parent_type_id)
-        if kw is None or hook_path(self.conf, kw, "FETCH_WORK") is None:
+        kw = self._fetch_keyword(slot)
+        if kw is None:
             return
         delay = self._fetch_delay(slot)
         if delay > 0 and slot.fetch_done is not None and self.now - slot.fetch_done < delay:
@@ -247,6 +258,7 @@ class StartdHookMgr(Claiming):
         code, msg = prepare_status(hook, inp)
         if code == 0:
             if inp.ad is not None:
+                c.job_version += 1
                 for k in inp.ad:
                     c.job[inp.ad.name_of(k)] = inp.ad[k]
             self._next_prepare(slot, c)

@@ -179,11 +179,13 @@ class ResMgr(Draining):
         """HTCondor's compute + assign_load + assign_keyboard: the figures every slot ad carries."""
         condor_total = 0.0
         benchmarking = [n for n in self._order if n in self.slots and self.slots[n].activity == Activity.BENCHMARKING]
+        condor_load: dict[str, float] = {}
         for slot in self.slots.values():
             c = slot.claim
             slot_load = c.load if (c is not None and c.job_state in ("running", "vacating", "killing")) else 0.0
             slot_load += self.cron.extra_load(slot.name, self._order, benchmarking)
-            slot.ad["CondorLoadAvg"] = round(slot_load, 4)
+            condor_load[slot.name] = v = round(slot_load, 4)
+            slot.ad["CondorLoadAvg"] = v
             condor_total += slot_load
         owner_total = max(self._owner_load_total, 0.0)
         total_load = owner_total + condor_total
@@ -199,7 +201,7 @@ class ResMgr(Draining):
             s.console_idle = con if s.spec.id <= self.knobs.slots_on_console else maxidle
             s.keyboard_idle = kbd if s.spec.id <= self.knobs.slots_on_keyboard else maxidle
             ad = s.ad
-            ad["LoadAvg"] = round(s.owner_load + ad.evaluate("CondorLoadAvg"), 4)
+            ad["LoadAvg"] = round(s.owner_load + condor_load.get(s.name, 0.0), 4)
             ad["TotalLoadAvg"] = round(total_load, 4)
             ad["TotalCondorLoadAvg"] = round(condor_total, 4)
             ad["KeyboardIdle"] = int(s.keyboard_idle)

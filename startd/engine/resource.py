@@ -97,6 +97,8 @@ class Slot:
     # Resource::r_cleaning_preempt_pending: a release or kill arrived while Claimed/Cleaning; the starter's
     # reap then goes to Preempting instead of Claimed/Idle
     cleaning_preempt_pending: bool = False
+    fetch_hook: tuple[Any, str | None] | None = None  # (configuration, keyword with a FETCH_WORK hook)
+    claim_published: tuple[Any, ...] | None = None  # what _publish_claim last wrote the claim's holder for
     owner_load: float = 0.0
     keyboard_idle: float = 0.0
     console_idle: float = 0.0
@@ -256,63 +258,42 @@ class ResourceBase:
         if self._last_drain_stop:
             ad["LastDrainStopTime"] = int(self._last_drain_stop)
         ad["AcceptedWhileDraining"] = slot.accepted_while_draining
-        e = self._drain_expect
-        ad["ExpectedMachineGracefulDrainingBadput"] = e["graceful_badput"]
-        ad["ExpectedMachineQuickDrainingBadput"] = e["quick_badput"]
-        ad["ExpectedMachineGracefulDrainingCompletion"] = e["graceful_done"]
-        ad["ExpectedMachineQuickDrainingCompletion"] = e["quick_done"]
+        self._publish_drain_expectations(slot)
         if self._mjrt_override is not None:
             ad["MaxJobRetirementTime"] = self._mjrt_override
         else:
             ad["MaxJobRetirementTime"] = Expr(self._policy_of(slot)["MaxJobRetirementTime"])
 
+    def _publish_drain_expectations(self, slot: Slot) -> None:
+        """The Expected*Draining* figures of ResMgr::compute_draining_attrs."""
+        ad, e = slot.ad, self._drain_expect
+        ad["ExpectedMachineGracefulDrainingBadput"] = e["graceful_badput"]
+        ad["ExpectedMachineQuickDrainingBadput"] = e["quick_badput"]
+        ad["ExpectedMachineGracefulDrainingCompletion"] = e["graceful_done"]
+        ad["ExpectedMachineQuickDrainingCompletion"] = e["quick_done"]
+
     def _publish_claim(self, slot: Slot) -> None:
+        """Claim::publish and Claim::publishStateTimes: who holds the claim, its job and its clocks. What
+        only changes with the claim, its job ad, its rank or its preempting claim is written again only
+        when one of those changed (a claim's job ad that is changed in place bumps ``job_version``)."""
         ad = slot.ad
         c = slot.claim
         now = self.now
         if c is None or slot.state not in (State.CLAIMED, State.PREEMPTING):
-            for a in _CLAIM_ATTRS + _CLIENT_ATTRS + self.knobs.job_attrs:
-                if a in ad:
-                    del ad[a]
+            if slot.claim_published is not None or "PublicClaimId" in ad:
+                for a in _CLAIM_ATTRS + _CLIENT_ATTRS + self.knobs.job_attrs:
+                    if a in ad:
+                        del ad[a]
+                slot.claim_published = None
             ad["CurrentRank"] = 0.0
             ad["RetirementTimeRemaining"] = 0
         else:
-            owner = c.owner
-            if owner is not None:
-                ad["RemoteOwner"] = owner
-                ad["RemoteUser"] = owner
-            ad["ClientMachine"] = c.client or UNDEFINED
-            ad["CurrentRank"] = float(c.rank)
-            ad["PublicClaimId"] = c.id.split("#")[0]
-            info = c.client_info
-            if info is None or info[0] is not c.job:
-                info = c.client_info = (c.job, _client_attrs(c.job, ad, now))
-            for a in _CLIENT_ATTRS:
-                if a in info[1]:
-                    ad[a] = info[1][a]
-                elif a in ad:
-                    del ad[a]
-            if c.active:
-                ids = c.job_ids
-                if ids is None or ids[0] is not c.job:
-                    # read once per job ad, not at every refresh
-                    cl, pr = c.job.evaluate("ClusterId"), c.job.evaluate("ProcId")
-                    gid = c.job.evaluate("GlobalJobId")
-                    ids = c.job_ids = (c.job, f"{cl}.{pr}" if isinstance(cl, int) and isinstance(pr, int) else None,
-                                       gid if isinstance(gid, str) else None)
-                if ids[1] is not None:
-                    ad["JobId"] = ids[1]
-                if ids[2] is not None:
-                    ad["GlobalJobId"] = ids[2]
-                ad["JobStart"] = int(c.job_start or now)
-                for a in self.knobs.job_attrs:
-                    node = c.job.get_node(a)
-                    if node is not None:
-                        ad[a] = Expr(node)
-            else:
-                for a in ("JobId", "JobStart", "GlobalJobId") + self.knobs.job_attrs:
-                    if a in ad:
-                        del ad[a]
+            pre = slot.pre
+            key = (ad, c, c.job, c.job_version, c.rank, c.active, c.job_start, c.client, pre,
+                   pre.rank if pre is not None else None, self.knobs.job_attrs)
+            if slot.claim_published != key:
+                slot.claim_published = key
+                self._publish_claim_holder(slot, c)
             jr, js, cr, cs = c.totals(now)
             # Claim::publishStateTimes publishes each clock once it has counted a second
             for name, secs in (("TotalJobRunTime", jr), ("TotalJobSuspendTime", js), ("TotalClaimRunTime", cr),
@@ -324,6 +305,49 @@ class ResourceBase:
             rem = self._retirement_remaining(slot)
             # a peaceful shutdown makes retirement endless; HTCondor publishes INT_MAX then
             ad["RetirementTimeRemaining"] = int(rem) if math.isfinite(rem) else 2**31 - 1
+            return
+        for a in ("PreemptingRank", "PreemptingOwner", "PreemptingUser"):
+            if a in ad:
+                del ad[a]
+
+    def _publish_claim_holder(self, slot: Slot, c: Claim) -> None:
+        """The part of Claim::publish that changes only with the claim, its job, rank or preempting claim."""
+        ad, now = slot.ad, self.now
+        owner = c.owner
+        if owner is not None:
+            ad["RemoteOwner"] = owner
+            ad["RemoteUser"] = owner
+        ad["ClientMachine"] = c.client or UNDEFINED
+        ad["CurrentRank"] = float(c.rank)
+        ad["PublicClaimId"] = c.id.split("#")[0]
+        info = c.client_info
+        if info is None or info[0] is not c.job:
+            info = c.client_info = (c.job, _client_attrs(c.job, ad, now))
+        for a in _CLIENT_ATTRS:
+            if a in info[1]:
+                ad[a] = info[1][a]
+            elif a in ad:
+                del ad[a]
+        if c.active:
+            ids = c.job_ids
+            if ids is None or ids[0] is not c.job:
+                cl, pr = c.job.evaluate("ClusterId"), c.job.evaluate("ProcId")
+                gid = c.job.evaluate("GlobalJobId")
+                ids = c.job_ids = (c.job, f"{cl}.{pr}" if isinstance(cl, int) and isinstance(pr, int) else None,
+                                   gid if isinstance(gid, str) else None)
+            if ids[1] is not None:
+                ad["JobId"] = ids[1]
+            if ids[2] is not None:
+                ad["GlobalJobId"] = ids[2]
+            ad["JobStart"] = int(c.job_start or now)
+            for a in self.knobs.job_attrs:
+                node = c.job.get_node(a)
+                if node is not None:
+                    ad[a] = Expr(node)
+        else:
+            for a in ("JobId", "JobStart", "GlobalJobId") + self.knobs.job_attrs:
+                if a in ad:
+                    del ad[a]
         if slot.pre is not None:
             ad["PreemptingRank"] = float(slot.pre.rank)
             if slot.pre.owner is not None:
