@@ -148,7 +148,9 @@ UPDATE_INTERVAL = 2
     d = await daemon_process(cfg)
     await wait_for(lambda: (shared / "mark").exists(), 30, "the fetched job to run")
     assert (shared / "mark").read_text() == "ran\n"
-    await wait_for(lambda: log.exists() and "exit exit" in log.read_text(), 30, "the JOB_EXIT hook")
+    # the hook writes its argument, then copies the ad it reads: wait for the ad, not just the first line
+    await wait_for(lambda: log.exists() and "exit exit" in log.read_text() and "ExitCode" in log.read_text()
+                   and "HookKeyword" in log.read_text(), 30, "the JOB_EXIT hook and its ad")
     text = log.read_text()
     assert "reply accept" in text
     assert "ExitCode = 0" in text and 'HookKeyword = "FETCH"' in text
