@@ -118,6 +118,18 @@ def test_transition_11_claimed_idle_to_busy_on_activation() -> None:
     assert any(isinstance(o, JobCommand) and o.what == "start" for o in d.out)
 
 
+def test_retiring_an_idle_claim_passes_through_claimed_retiring() -> None:
+    # Resource::retire_claim changes a claimed slot to Retiring whatever its activity; ResState::change
+    # evaluates a slot that lands Retiring, and with no job to wait for it goes on to Preempting at once
+    d = Driver("MAXJOBRETIREMENTTIME = 1000\n")
+    d.do(RequestClaim(now=10, slot="slot1", claim_id="c1", job=job()))
+    n = len(d.transitions())
+    d.do(Vacate(now=20, slot="slot1"))
+    moves = [(t.from_activity, t.to_state, t.to_activity) for t in d.transitions()[n:]]
+    assert moves[:2] == [("Idle", "Claimed", "Retiring"), ("Retiring", "Preempting", "Vacating")]
+    assert d.state() == "Unclaimed/Idle"
+
+
 def test_transition_12_busy_to_cleaning_when_the_job_exits_then_idle_when_the_starter_is_reaped() -> None:
     # HTCondor 25 (Claim::receiveJobClassAdUpdate, Resource::starterExited): the starter's final update
     # moves Busy -> Cleaning (12), its reap Cleaning -> Idle (the diagram's unnumbered "12a")
