@@ -155,7 +155,10 @@ class Claiming(ResState):
         c.update_at = None
         c.exit_pending = None
         c.starter_alive = c.exit_hook_running = False
-        preempt = slot.cleaning_preempt_pending or slot.pre is not None
+        # A shutdown's retire_claim is absorbed by Cleaning too; HTCondor then leaves the claim idle for its
+        # schedd to release. This startd closes it at the reap instead, so that a shutdown never waits on a
+        # claim nobody will release (a fetched claim has no schedd at all).
+        preempt = slot.cleaning_preempt_pending or slot.pre is not None or self._shutdown is not None
         slot.cleaning_preempt_pending = False
         self._refresh_duty()
         if slot.state == State.CLAIMED:

@@ -11,7 +11,7 @@ command_activate_claim ("Slot is not idle"); HTCondor's test_startd_cleaning_act
 from __future__ import annotations
 
 from startd.engine.events import (ActivateClaim, JobCommand, JobExited, ReleaseClaim, Reply,
-                                  RequestClaim, StarterExited, Vacate)
+                                  RequestClaim, Shutdown, StarterExited, Vacate)
 
 from engine_helpers import Driver, job
 
@@ -132,3 +132,15 @@ def test_a_job_that_exits_while_preempting_does_not_clean() -> None:
     d.do(JobExited(now=21, claim_id="c1", signal=9, exit_code=None))
     assert "Cleaning" not in " ".join(moves(d, n))
     assert d.state() == "Unclaimed/Idle"
+
+
+def test_a_shutdown_while_cleaning_closes_the_claim_at_the_reap() -> None:
+    # differs: HTCondor's retire_claim is absorbed by Cleaning and the claim waits, idle, for its schedd;
+    # this startd closes it when the starter is reaped, so a graceful shutdown always completes
+    d = cleaning()
+    d.do(Shutdown(now=60, how="graceful"))
+    assert d.state() == "Claimed/Cleaning"
+    n = len(d.transitions())
+    d.do(StarterExited(now=61, claim_id="c1"))
+    assert moves(d, n)[0] == "Claimed/Cleaning->Preempting/Vacating"
+    assert d.eng.slots["slot1"].claim is None
