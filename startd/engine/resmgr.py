@@ -195,15 +195,18 @@ class ResMgr(Draining):
         maxidle = (now - self._start_time) + self.knobs.keyboard_boost
         lt = _time.localtime(now) if self.utc_offset is None else _time.gmtime(now + self.utc_offset)
         clock_min, clock_day = lt.tm_hour * 60 + lt.tm_min, (lt.tm_wday + 1) % 7
+        on_console, on_keyboard = self.knobs.slots_on_console, self.knobs.slots_on_keyboard
+        total_r, condor_r = round(total_load, 4), round(condor_total, 4)
         for s in self._slot_list():
             # ResMgr::assign_idle_to_slots: by slot id (a dynamic slot has its partitionable slot's); a slot
             # not connected to the console or the keyboard sees the startd's age plus the boost
-            s.console_idle = con if s.spec.id <= self.knobs.slots_on_console else maxidle
-            s.keyboard_idle = kbd if s.spec.id <= self.knobs.slots_on_keyboard else maxidle
+            sid = s.spec.id
+            s.console_idle = con if sid <= on_console else maxidle
+            s.keyboard_idle = kbd if sid <= on_keyboard else maxidle
             ad = s.ad
             ad["LoadAvg"] = round(s.owner_load + condor_load.get(s.name, 0.0), 4)
-            ad["TotalLoadAvg"] = round(total_load, 4)
-            ad["TotalCondorLoadAvg"] = round(condor_total, 4)
+            ad["TotalLoadAvg"] = total_r
+            ad["TotalCondorLoadAvg"] = condor_r
             ad["KeyboardIdle"] = int(s.keyboard_idle)
             ad["ConsoleIdle"] = int(s.console_idle)
             ad["ClockMin"] = clock_min

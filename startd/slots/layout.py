@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Literal
 
 from ..config.slottypes import CustomResource
@@ -42,7 +43,7 @@ class SlotDef:
     allow_fractional_cpus: bool = False
     prefix: str = "slot"
 
-    @property
+    @cached_property
     def name(self) -> str:
         """``slotN`` or ``slotN_M`` (without ``@machine``); the prefix is ``slot`` unless
         STARTD_RESOURCE_PREFIX or SLOT_TYPE_<N>_NAME_PREFIX say otherwise."""
