@@ -124,7 +124,6 @@ class Claiming(ResState):
         c.update_at = None
         c.exit_pending = detail
         self._emit(JobEvent(self.now, slot.name, "exit", c.id, detail))
-        self._refresh_duty()
         if final_update and slot.state == State.CLAIMED and slot.activity in (
                 Activity.BUSY, Activity.RETIRING, Activity.SUSPENDED):
             self._change(slot, State.CLAIMED, Activity.CLEANING, "the job is done: the starter's final update")

@@ -60,6 +60,18 @@ class Engine(ResMgr):
                     return s, c, False
         return None
 
+    def _current_claim(self, claim_id: str) -> tuple[Slot, Claim] | None:
+        """The slot whose current claim has this id."""
+        found = self._find_claim(claim_id)
+        return (found[0], found[1]) if found is not None and found[2] else None
+
+    def _claim_for(self, inp: Any, cmd: str) -> tuple[Slot, Claim] | None:
+        """The slot and current claim a command names; when there is none, the command is refused."""
+        found = self._current_claim(inp.claim_id)
+        if found is None:
+            self._reply(inp, cmd, False, f"unknown claim id {inp.claim_id!r}", inp.claim_id)
+        return found
+
     def _on_tick(self, inp: Tick) -> None:
         pass
 
@@ -270,10 +282,10 @@ class Engine(ResMgr):
 
     def _on_activate(self, inp: ActivateClaim) -> None:
         cmd = "activate_claim"
-        found = self._find_claim(inp.claim_id)
-        if found is None or not found[2]:
-            return self._reply(inp, cmd, False, f"unknown claim id {inp.claim_id!r}", inp.claim_id)
-        slot, c, _ = found
+        found = self._claim_for(inp, cmd)
+        if found is None:
+            return None
+        slot, c = found
         if slot.state != State.CLAIMED or slot.activity != Activity.IDLE:
             return self._reply(inp, cmd, False, f"{slot.name} is {slot.state.value}/{slot.activity.value}, not "
                                "Claimed/Idle", c.id, slot.name)
@@ -290,10 +302,10 @@ class Engine(ResMgr):
         return None
 
     def _on_suspend(self, inp: SuspendClaim) -> None:
-        found = self._find_claim(inp.claim_id)
-        if found is None or not found[2]:
-            return self._reply(inp, "suspend_claim", False, f"unknown claim id {inp.claim_id!r}", inp.claim_id)
-        slot, c, _ = found
+        found = self._claim_for(inp, "suspend_claim")
+        if found is None:
+            return None
+        slot, c = found
         if slot.state != State.CLAIMED or slot.activity not in (Activity.BUSY, Activity.RETIRING):
             return self._reply(inp, "suspend_claim", False, f"{slot.name} is {slot.state.value}/"
                                f"{slot.activity.value}; only a running job can be suspended", c.id, slot.name)
@@ -303,10 +315,10 @@ class Engine(ResMgr):
         return None
 
     def _on_continue(self, inp: ContinueClaim) -> None:
-        found = self._find_claim(inp.claim_id)
-        if found is None or not found[2]:
-            return self._reply(inp, "continue_claim", False, f"unknown claim id {inp.claim_id!r}", inp.claim_id)
-        slot, c, _ = found
+        found = self._claim_for(inp, "continue_claim")
+        if found is None:
+            return None
+        slot, c = found
         if slot.activity != Activity.SUSPENDED or not slot.user_suspended:
             return self._reply(inp, "continue_claim", False, f"{slot.name} was not suspended by command", c.id,
                                slot.name)
@@ -321,10 +333,10 @@ class Engine(ResMgr):
         that is closing (a preempting claim, retiring, draining, CLAIM_WORKLIFE over) is also released,
         as if RELEASE_CLAIM had come (release_claim: Preempting/Vacating); the reply says whether the
         claim may be activated again (``start``)."""
-        found = self._find_claim(inp.claim_id)
-        if found is None or not found[2]:
-            return self._reply(inp, "deactivate_claim", False, f"unknown claim id {inp.claim_id!r}", inp.claim_id)
-        slot, c, _ = found
+        found = self._claim_for(inp, "deactivate_claim")
+        if found is None:
+            return None
+        slot, c = found
         if slot.state != State.CLAIMED:
             return self._reply(inp, "deactivate_claim", False, f"{slot.name} is {slot.state.value}/"
                                f"{slot.activity.value}, not Claimed", c.id, slot.name)
@@ -386,10 +398,10 @@ class Engine(ResMgr):
         return None
 
     def _on_keepalive(self, inp: Keepalive) -> None:
-        found = self._find_claim(inp.claim_id)
-        if found is None or not found[2] or found[0].state not in (State.CLAIMED, State.PREEMPTING):
+        found = self._current_claim(inp.claim_id)
+        if found is None or found[0].state not in (State.CLAIMED, State.PREEMPTING):
             return self._reply(inp, "keepalive", False, f"unknown claim id {inp.claim_id!r}", inp.claim_id)
-        slot, c, _ = found
+        slot, c = found
         c.alive(self.now, from_schedd=True)
         self._reply(inp, "keepalive", True, "", c.id, slot.name, lease_expires=c.lease_expires)
         return None
@@ -487,13 +499,13 @@ class Engine(ResMgr):
         return None
 
     def _on_job_started(self, inp: JobStarted) -> None:
-        found = self._find_claim(inp.claim_id)
-        if found is not None and found[2]:
+        found = self._current_claim(inp.claim_id)
+        if found is not None:
             found[1].pid = inp.pid
 
     def _on_job_usage(self, inp: JobUsage) -> None:
-        found = self._find_claim(inp.claim_id)
-        if found is not None and found[2] and found[1].active:
+        found = self._current_claim(inp.claim_id)
+        if found is not None and found[1].active:
             c = found[1]
             if inp.load is not None:
                 c.load = float(inp.load)
@@ -507,10 +519,10 @@ class Engine(ResMgr):
                     continue  # not a ClassAd value: kept in the usage only
 
     def _on_job_exited(self, inp: JobExited) -> None:
-        found = self._find_claim(inp.claim_id)
-        if found is None or not found[2] or not found[1].active:
+        found = self._current_claim(inp.claim_id)
+        if found is None or not found[1].active:
             return
-        slot, c, _ = found
+        slot, c = found
         if c.exit_pending is not None:  # told twice: only whether the starter is gone may be news
             if inp.starter_exited:
                 c.starter_alive = False
@@ -528,10 +540,10 @@ class Engine(ResMgr):
             self._starter_gone(slot, c)
 
     def _on_starter_exited(self, inp: StarterExited) -> None:
-        found = self._find_claim(inp.claim_id)
-        if found is None or not found[2] or found[1].exit_pending is None:
+        found = self._current_claim(inp.claim_id)
+        if found is None or found[1].exit_pending is None:
             return
-        slot, c, _ = found
+        slot, c = found
         c.starter_alive = False
         self._starter_gone(slot, c)
 

@@ -445,14 +445,6 @@ class ResourceBase:
             return True, f"IS_OWNER evaluated to {describe(raw)} (treated as true)"
         return b, f"IS_OWNER is {'true' if b else 'false'}"
 
-    def _start_for(self, slot: Slot, job: ClassAd) -> tuple[bool, str]:
-        """START against a job: only exactly true (or a non-zero number) accepts."""
-        raw = self._eval(slot, "Start", job)
-        b = _eval_to_bool(raw)
-        if b is True:
-            return True, "START is true"
-        return False, f"START is not true for this job (it evaluated to {describe(raw)})"
-
     def _restored_start(self, slot: Slot) -> Node | None:
         """START as reqexp_restore publishes it: the draining START while the machine drains (None when
         draining has none: Requirements are then False), else the configured START."""
