@@ -21,13 +21,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config-val": ("startd.config.cli", "print configuration values, as condor_config_val does"),
     "simulate": ("startd.simulate", "run a scenario on a virtual clock"),
     "analyze": ("startd.analyze", "explain which clauses of START, Requirements and RANK hold for a job"),
-    "status": ("startd.transport.cli", "show slot ads, as condor_status does"),
-    "submit": ("startd.transport.cli", "claim a matching slot and run a job on it (a minimal schedd)"),
-    "vacate": ("startd.transport.cli", "evict the jobs of slots, as condor_vacate does"),
-    "drain": ("startd.transport.cli", "drain the machine, as condor_drain does"),
-    "cancel-drain": ("startd.transport.cli", "stop draining"),
-    "reconfig": ("startd.transport.cli", "make the daemon read its configuration again"),
-    "off": ("startd.transport.cli", "shut the daemon down, as condor_off does"),
+    "status": ("startd.transport.status", "show slot ads, as condor_status does"),
+    "submit": ("startd.transport.submit", "claim a matching slot and run a job on it (a minimal schedd)"),
+    "vacate": ("startd.transport.admin", "evict the jobs of slots, as condor_vacate does"),
+    "drain": ("startd.transport.admin", "drain the machine, as condor_drain does"),
+    "cancel-drain": ("startd.transport.admin", "stop draining"),
+    "reconfig": ("startd.transport.admin", "make the daemon read its configuration again"),
+    "off": ("startd.transport.admin", "shut the daemon down, as condor_off does"),
 }
 
 

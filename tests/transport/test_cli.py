@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import io
 import json
 import re
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from startd.classad import parse_ad
-from startd.transport import cli
+from startd.cli import COMMANDS
+from startd.transport import submit
 from startd.transport.address import read_address_file, remove_address_file, resolve_client_target, \
     write_address_file
 from startd.transport.authz import AuthorizationPolicy
@@ -24,15 +26,16 @@ from transport_fakes import FakeStartd, slot_ad
 async def run(name: str, *argv: str) -> tuple[int, str, str]:
     """Run ``startd <name> argv...`` in a worker thread (the command runs its own event loop)."""
     key = name.replace("-", "_")
+    module = importlib.import_module(COMMANDS[name][0])  # the module startd.cli dispatches the command to
     parser = argparse.ArgumentParser(prog=f"startd {name}")
-    getattr(cli, f"add_{key}_arguments")(parser)
+    getattr(module, f"add_{key}_arguments")(parser)
     args = parser.parse_args(list(argv))
     args.command = name
     out, err = io.StringIO(), io.StringIO()
 
     def call() -> int:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            return int(getattr(cli, f"run_{key}")(args))
+            return int(getattr(module, f"run_{key}")(args))
 
     code = await asyncio.to_thread(call)
     return code, out.getvalue(), err.getvalue()
@@ -260,9 +263,9 @@ def test_only_leaving_claimed_or_preempting_ends_the_claim_submit_waits_on() -> 
               t("Unclaimed/Idle", "Matched/Idle"), t("Matched/Idle", "Claimed/Idle")]
     during = [t("Claimed/Idle", "Claimed/Busy"), t("Claimed/Busy", "Claimed/Suspended"),
               t("Claimed/Busy", "Preempting/Vacating"), t("Preempting/Vacating", "Preempting/Killing")]
-    assert not [e for e in way_in + during if cli.leaves_claim(e)]
-    assert cli.leaves_claim(t("Claimed/Idle", "Unclaimed/Idle"))
-    assert cli.leaves_claim(t("Preempting/Vacating", "Owner/Idle"))
+    assert not [e for e in way_in + during if submit.leaves_claim(e)]
+    assert submit.leaves_claim(t("Claimed/Idle", "Unclaimed/Idle"))
+    assert submit.leaves_claim(t("Preempting/Vacating", "Owner/Idle"))
 
 
 async def test_submit_with_no_matching_slot_exits_1(mqtt_broker: str, topic_root: str, conf: Path) -> None:
