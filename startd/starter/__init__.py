@@ -17,7 +17,8 @@ from .env import (
     parse_submit_environment,
 )
 from .family import FAMILY_ENV, JobCgroup, ProcessFamily
-from .starter import JobHandle, JobResult, OwnerPolicy, Starter, StartError, parse_signal
+from .os_proc import JobHandle, JobResult, OwnerPolicy, parse_signal
+from .starter import Starter, StartError
 from .state import JobRecord, JobRegistry, reap_leftovers
 
 __all__ = [
