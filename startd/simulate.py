@@ -10,42 +10,33 @@ scenario's steps at that time in file order. The host is sampled when a ``host``
 engine carries idle times forward itself (they grow with the clock), as it notices a sample only at its
 next evaluation. Every event the engine reports is printed as it happens: a readable timeline, or with
 ``--json`` one JSON object a line (CONTRACTS section 3).
+
+The pieces the shell drives live beside it: the simulated machine in ``startd.simhost``, the simulated
+starters and their jobs in ``startd.simstarter``, and the printing of the timeline in
+``startd.simtimeline``. This module is the simulator itself: the clock, feeding the engine, turning steps
+into engine inputs, handling its outputs, expectations, and the command line.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
-import json
 import re
 import sys
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
 from . import events_json
 from . import scenario as sc
-from .classad import ERROR, UNDEFINED, AbsTime, ClassAd, RelTime, format_value, parse_expr
-from .classad.jsonform import dumps as _classad_json_dumps
-from .classad.jsonform import value_to_json_obj
+from .classad import ClassAd, parse_expr
 from .config.errors import ConfigError
 from .engine import events as ev
-
-MACHINE = "simulated.localdomain"  # the simulated host's name: the same on every machine that runs it
-
-# What a simulated job's signals are, for JobExited.signal.
-_SIGNALS = {"SIGTERM": 15, "SIGKILL": 9, "SIGINT": 2, "SIGQUIT": 3, "SIGHUP": 1, "SIGUSR1": 10, "SIGUSR2": 12}
+from .simhost import BENCHMARK_RESULTS, MACHINE, Host
+from .simstarter import JobParams, SimJob, SimStarters
+from .simtimeline import HumanTimeline, _json_value, _plain, _same_classad_value, _same_value, json_line
 
 # A well-behaved engine answers a tick with a later wakeup; this many ticks at one instant means it will not.
 _MAX_TICKS_AT_ONE_INSTANT = 1000
-
-# The attributes a human-readable snapshot shows for each slot (the JSON form carries them all).
-_SNAPSHOT_SUMMARY = ("State", "Activity", "Cpus", "Memory", "LoadAvg", "CondorLoadAvg", "KeyboardIdle",
-                     "RemoteOwner", "Start")
-
-# Mips and KFlops a simulated benchmark run reports; fixed, so runs are reproducible.
-BENCHMARK_RESULTS = {"Mips": 20000, "KFlops": 1500000}
 
 EngineFactory = Callable[..., Any]
 
@@ -54,138 +45,13 @@ class SimulationError(RuntimeError):
     """The engine misbehaved in a way the simulation cannot continue from."""
 
 
-@dataclass
-class JobParams:
-    """How the job of an activation behaves, from its ``activate`` step."""
-
-    runtime: float | None = None
-    exit_code: int = 0
-    vacate_time: float = 0.0
-    ignores_sigterm: bool = False
-    load: float = 1.0
-    kill_time: float = 0.0
-    cleanup_time: float = 0.0  # the starter's time between the job's exit (final update) and its own
-
-
-
-@dataclass
-class SimJob:
-    """A running simulated job: it needs ``remaining`` seconds of unsuspended time to finish."""
-
-    claim_id: str
-    slot: str
-    params: JobParams
-    remaining: float | None  # None: runs until killed
-    resumed_at: float | None  # when it last started running; None while suspended
-    kill_at: float | None = None  # when it gives in to a soft kill (or was hard-killed)
-    kill_signal: int = 15
-
-    def exit_due(self) -> float | None:
-        """When the job will end by itself (None: not while nothing changes)."""
-        natural = None
-        if self.remaining is not None and self.resumed_at is not None:
-            natural = self.resumed_at + self.remaining
-        if self.kill_at is None:
-            return natural
-        return self.kill_at if natural is None else min(natural, self.kill_at)
-
-
-class Host:
-    """The scripted machine. Idle times grow with the clock unless the keyboard is active."""
-
-    def __init__(self, spec: sc.HostSpec, t0: float) -> None:
-        self.cpus = spec.cpus if spec.cpus is not None else 1
-        self.memory = spec.memory if spec.memory is not None else 4096
-        self.disk = spec.disk if spec.disk is not None else 10_000_000
-        self.swap = spec.swap if spec.swap is not None else 2_000_000
-        self.load_avg = spec.load_avg if spec.load_avg is not None else 0.0
-        self.active = bool(spec.keyboard_active)
-        # idle time = base + (now - since); a machine nobody touched has been idle for an hour
-        self.kbd_base = spec.keyboard_idle if spec.keyboard_idle is not None else 3600.0
-        self.con_base = spec.console_idle if spec.console_idle is not None else self.kbd_base
-        self.kbd_since = self.con_since = t0
-
-    def apply(self, spec: sc.HostSpec, now: float) -> None:
-        """A ``host`` step: change what it names, at ``now``."""
-        if spec.cpus is not None:
-            self.cpus = spec.cpus
-        if spec.memory is not None:
-            self.memory = spec.memory
-        if spec.disk is not None:
-            self.disk = spec.disk
-        if spec.swap is not None:
-            self.swap = spec.swap
-        if spec.load_avg is not None:
-            self.load_avg = spec.load_avg
-        if spec.keyboard_active is not None:
-            if self.active and not spec.keyboard_active:
-                # the owner just stopped typing: idle time counts from now
-                self.kbd_base = self.con_base = 0.0
-                self.kbd_since = self.con_since = now
-            self.active = spec.keyboard_active
-        if spec.keyboard_idle is not None:
-            self.kbd_base, self.kbd_since = spec.keyboard_idle, now
-        if spec.console_idle is not None:
-            self.con_base, self.con_since = spec.console_idle, now
-
-    def keyboard_idle(self, now: float) -> float:
-        return 0.0 if self.active else self.kbd_base + (now - self.kbd_since)
-
-    def console_idle(self, now: float) -> float:
-        return 0.0 if self.active else self.con_base + (now - self.con_since)
-
-    def sample(self, now: float, full: bool = False) -> ev.HostSample:
-        """What a sampler would measure now; ``full`` also repeats the static facts."""
-        if not full:
-            return ev.HostSample(now=now, load_avg=self.load_avg, keyboard_idle=self.keyboard_idle(now),
-                                 console_idle=self.console_idle(now), keyboard_active=self.active)
-        return ev.HostSample(now=now, load_avg=self.load_avg, keyboard_idle=self.keyboard_idle(now),
-                             console_idle=self.console_idle(now), memory=self.memory, disk=self.disk,
-                             swap=self.swap, cpus=self.cpus, keyboard_active=self.active)
-
-
 def _num(t: float) -> int | float:
     """Seconds for printing: an integer when whole."""
     r = round(t, 6)
     return int(r) if r == int(r) else r
 
 
-def _json_value(v: Any) -> Any:
-    """An evaluated ClassAd value as JSON data (undefined null, error ``/Expr(error)/``)."""
-    return value_to_json_obj(v)
-
-
-def _same_value(actual: Any, expected: Any) -> bool:
-    """Exact comparison of an evaluated value with one written in YAML (types matter: true is not 1)."""
-    if expected is None:
-        return actual is UNDEFINED
-    if isinstance(expected, bool) or isinstance(actual, bool):
-        return type(expected) is bool and type(actual) is bool and actual == expected
-    if isinstance(expected, (int, float)):
-        if isinstance(actual, (AbsTime, RelTime)):
-            actual = float(actual)
-        return isinstance(actual, (int, float)) and abs(actual - expected) <= 1e-9 * max(1.0, abs(expected))
-    if isinstance(expected, str):
-        return isinstance(actual, str) and actual == expected
-    if isinstance(expected, list):
-        return (isinstance(actual, list) and len(actual) == len(expected)
-                and all(_same_value(a, e) for a, e in zip(actual, expected)))
-    if isinstance(expected, dict):
-        return (isinstance(actual, ClassAd) and len(actual) == len(expected)
-                and all(k in actual and _same_value(actual.evaluate(k), v) for k, v in expected.items()))
-    return False
-
-
-def _show_value(v: Any) -> str:
-    if isinstance(v, (AbsTime, RelTime)) or v is UNDEFINED or v is ERROR or isinstance(v, (bool, int, float, str, list, ClassAd)):
-        try:
-            return format_value(v)
-        except Exception:  # a value the printer does not know: show Python's view of it
-            return repr(v)
-    return json.dumps(v)
-
-
-class Simulator:
+class Simulator(SimStarters):
     """Runs one scenario. ``emit`` receives every event (a dict in the JSON form) as it happens."""
 
     def __init__(self, scenario: sc.Scenario, base_dir: Path, emit: Callable[[dict[str, Any]], None],
@@ -400,84 +266,6 @@ class Simulator:
                          "command": st.action, "accepted": bool(accepted), "id": cid or claim_id or "",
                          "slot": slot or getattr(body, "slot", "") or "", "reason": reason or ""})
 
-    # --- simulated jobs -------------------------------------------------------------------------
-
-    def _job_command(self, out: ev.JobCommand) -> None:
-        now = self.now
-        job = self.jobs.get(out.claim_id)
-        what = out.what
-        if what == "start":
-            params = self.activation.get(out.claim_id, JobParams())
-            if out.claim_id.startswith("fetch#") and out.claim_id not in self.activation:
-                params = JobParams(self.fetched_runtime.get(out.claim_id.split("#")[1]))
-            job = SimJob(out.claim_id, out.slot, params, params.runtime, now)
-            self.jobs[out.claim_id] = job
-            self._emit_job(out.slot, "start")
-            self._followups.append(ev.JobStarted(now=now, claim_id=out.claim_id))
-            self._followups.append(ev.JobUsage(now=now, claim_id=out.claim_id, load=params.load))
-            return
-        if job is None:
-            # a command for a job that is already gone: the engine will hear (or has heard) its exit. A
-            # starter still cleaning up after it leaves at once when killed hard, and finishes otherwise.
-            self._emit_job(out.slot, what)
-            if what == "hard_kill" and out.claim_id in self.cleaning:
-                self._starter_exits(out.claim_id)
-            return
-        self._emit_job(out.slot, what)
-        if what == "suspend":
-            if job.resumed_at is not None:
-                if job.remaining is not None:
-                    job.remaining = max(0.0, job.remaining - (now - job.resumed_at))
-                job.resumed_at = None
-                self._followups.append(ev.JobUsage(now=now, claim_id=job.claim_id, load=0.0))
-        elif what == "continue":
-            if job.resumed_at is None:
-                job.resumed_at = now
-                self._followups.append(ev.JobUsage(now=now, claim_id=job.claim_id, load=job.params.load))
-        elif what == "soft_kill":
-            if not job.params.ignores_sigterm and job.kill_at is None:
-                job.kill_at = now + job.params.vacate_time
-                job.kill_signal = _SIGNALS.get((out.signal or "SIGTERM").upper(), 15)
-                if job.params.vacate_time == 0:
-                    self._job_ends(job)
-        elif what == "hard_kill":
-            # a job normally dies at once; one stuck in the kernel takes kill_time (KILLING_TIMEOUT's case)
-            deadline = now + job.params.kill_time
-            if job.kill_at is None or deadline <= job.kill_at:
-                job.kill_at, job.kill_signal = deadline, 9
-            if job.kill_at <= now:
-                self._job_ends(job)
-
-    def _job_ends(self, job: SimJob) -> None:
-        """The job is gone: by itself (its exit code) or by a signal."""
-        if self.jobs.get(job.claim_id) is not job:
-            return
-        del self.jobs[job.claim_id]
-        now = self.now
-        natural = None
-        if job.remaining is not None and job.resumed_at is not None:
-            natural = job.resumed_at + job.remaining
-        # the starter's final update; it exits itself cleanup_time later
-        gone = job.params.cleanup_time <= 0
-        if job.kill_at is not None and (natural is None or job.kill_at < natural):
-            exited = ev.JobExited(now=now, claim_id=job.claim_id, exit_code=None, signal=job.kill_signal,
-                                  starter_exited=gone)
-        else:
-            exited = ev.JobExited(now=now, claim_id=job.claim_id, exit_code=job.params.exit_code,
-                                  starter_exited=gone)
-        if not gone:
-            self.cleaning[job.claim_id] = now + job.params.cleanup_time
-        self._emit_job(job.slot, "exit")
-        self._followups.append(exited)
-
-    def _starter_exits(self, claim_id: str) -> None:
-        """A starter that was cleaning up after its job is reaped."""
-        if self.cleaning.pop(claim_id, None) is not None:
-            self._followups.append(ev.StarterExited(now=self.now, claim_id=claim_id))
-
-    def _emit_job(self, slot: str, what: str) -> None:
-        self.emit_event(events_json.job_event(self.rel(self.now), slot, what))
-
     # --- steps ----------------------------------------------------------------------------------
 
     def _do_step(self, i: int) -> None:
@@ -682,103 +470,6 @@ class _ExitedStartd:
         if isinstance(inp, ev.Command):
             return [ev.Reply(inp.now, inp.request, type(inp).__name__.lower(), False, "the startd has exited")]
         return []
-
-
-def _plain(v: Any) -> Any:
-    """A YAML value as JSON data (dates as text)."""
-    if isinstance(v, (_dt.date, _dt.datetime)):
-        return str(v)
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
-    return v
-
-
-def _same_classad_value(a: Any, b: Any) -> bool:
-    if a is UNDEFINED or b is UNDEFINED or a is ERROR or b is ERROR:
-        return a is b
-    if type(a) is bool or type(b) is bool:
-        return type(a) is bool and type(b) is bool and a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same_classad_value(x, y) for x, y in zip(a, b))
-    try:
-        return bool(a == b)
-    except Exception:
-        return False
-
-
-# --- printing -----------------------------------------------------------------------------------
-
-
-def json_line(event: dict[str, Any]) -> str:
-    """One event as one line of JSON. Snapshot ads use HTCondor's JSON form (``"\\/Expr(error)\\/"``)."""
-    if event.get("event") == "snapshot":
-        head = json.dumps({k: v for k, v in event.items() if k != "slots"}, ensure_ascii=False)
-        return head[:-1] + ', "slots": ' + _classad_json_dumps(event["slots"]) + "}"
-    return json.dumps(event, ensure_ascii=False, allow_nan=False)
-
-
-class HumanTimeline:
-    """Prints events as a readable timeline: elapsed time, the virtual wall clock, what happened."""
-
-    def __init__(self, out: TextIO, t0: float) -> None:
-        self.out = out
-        self.t0 = t0
-
-    def _stamp(self, t: float) -> str:
-        clock = _dt.datetime.fromtimestamp(self.t0 + t, tz=_dt.timezone.utc)
-        days, rest = divmod(int(t), 86400)
-        h, rest = divmod(rest, 3600)
-        m, s = divmod(rest, 60)
-        frac = t - int(t)
-        elapsed = f"{days}d+" if days else ""
-        elapsed += f"{h:02d}:{m:02d}:{s:02d}" + (f"{frac:.3f}"[1:] if frac else "")
-        return f"{elapsed:>12}  {clock:%a %H:%M:%S}"
-
-    def __call__(self, e: dict[str, Any]) -> None:
-        kind = e["event"]
-        slot = e.get("slot", "")
-        if kind == "slot_created":
-            text = f"{slot:<10} created {e['state']}/{e['activity']}" + (f" (in {e['parent']})" if e["parent"] else "")
-        elif kind == "slot_deleted":
-            text = f"{slot:<10} deleted"
-        elif kind == "transition":
-            num = f"transition {e['transition']}" if e["transition"] is not None else "transition"
-            reason = f": {e['reason']}" if e["reason"] else ""
-            text = f"{slot:<10} {e['from']} -> {e['to']}  ({num}{reason})"
-        elif kind == "reply":
-            verdict = "accepted" if e["accepted"] else "REFUSED"
-            target = " ".join(x for x in (e["id"], e["slot"] and f"on {e['slot']}") if x)
-            text = f"{'':<10} step {e['step']}: " + " ".join(x for x in (e["command"], target, verdict) if x)
-            if e["reason"]:
-                text += f": {e['reason']}"
-        elif kind == "job":
-            text = f"{slot:<10} job {e['what'].replace('_', ' ')}"
-        elif kind == "snapshot":
-            lines = [f"{'':<10} snapshot"]
-            for name, ad in e["slots"].items():
-                low = {k.lower(): v for k, v in ad.items()}
-                parts = [f"{a}={_show_json(low[a.lower()])}" for a in _SNAPSHOT_SUMMARY if a.lower() in low]
-                lines.append(f"{'':<36}{name}: " + " ".join(parts))
-            text = "\n".join(lines)
-        elif kind == "expect":
-            mark = "ok" if e["ok"] else "FAIL"
-            what = f"{e['attr']} == {_show_json(e['expected'])}" if "attr" in e else e["expected"]
-            text = f"{slot:<10} expect {what}: {mark}"
-            if not e["ok"]:
-                text += f" (actual {_show_json(e['actual']) if 'attr' in e else e['actual']})"
-        else:
-            text = json.dumps(e)
-        self.out.write(f"{self._stamp(e['t'])}  {text}\n")
-
-
-def _show_json(v: Any) -> str:
-    if v is None:
-        return "undefined"
-    if isinstance(v, str):
-        return v if v.startswith("/Expr(") is False else v[6:-2]
-    return json.dumps(v)
 
 
 # --- command line -------------------------------------------------------------------------------

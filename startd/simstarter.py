@@ -1,0 +1,147 @@
+"""The simulated starters of ``startd simulate`` and their jobs: what HTCondor's starter and its OsProc do.
+
+``JobParams`` is how the job of an activation behaves (from its ``activate`` step), ``SimJob`` a running
+job that needs so many seconds of unsuspended time. ``SimStarters`` is the part of the simulator that
+carries out the engine's job commands (start, suspend, continue, soft and hard kill), ends jobs by
+themselves or by a signal, and reaps starters that were still cleaning up after their job; it feeds what
+happened back to the engine as follow-up inputs and prints a job event for every command.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from . import events_json
+from .engine import events as ev
+
+# What a simulated job's signals are, for JobExited.signal.
+_SIGNALS = {"SIGTERM": 15, "SIGKILL": 9, "SIGINT": 2, "SIGQUIT": 3, "SIGHUP": 1, "SIGUSR1": 10, "SIGUSR2": 12}
+
+
+@dataclass
+class JobParams:
+    """How the job of an activation behaves, from its ``activate`` step."""
+
+    runtime: float | None = None
+    exit_code: int = 0
+    vacate_time: float = 0.0
+    ignores_sigterm: bool = False
+    load: float = 1.0
+    kill_time: float = 0.0
+    cleanup_time: float = 0.0  # the starter's time between the job's exit (final update) and its own
+
+
+@dataclass
+class SimJob:
+    """A running simulated job: it needs ``remaining`` seconds of unsuspended time to finish."""
+
+    claim_id: str
+    slot: str
+    params: JobParams
+    remaining: float | None  # None: runs until killed
+    resumed_at: float | None  # when it last started running; None while suspended
+    kill_at: float | None = None  # when it gives in to a soft kill (or was hard-killed)
+    kill_signal: int = 15
+
+    def exit_due(self) -> float | None:
+        """When the job will end by itself (None: not while nothing changes)."""
+        natural = None
+        if self.remaining is not None and self.resumed_at is not None:
+            natural = self.resumed_at + self.remaining
+        if self.kill_at is None:
+            return natural
+        return self.kill_at if natural is None else min(natural, self.kill_at)
+
+
+class SimStarters:
+    """The simulator's starters and their jobs. The simulator (``startd.simulate.Simulator``) inherits
+    these; it owns the state they work on, the clock and the event printer."""
+
+    jobs: dict[str, SimJob]
+    cleaning: dict[str, float]  # starters still cleaning up after their job: claim id -> when they exit
+    activation: dict[str, JobParams]  # claim id -> how its current job behaves
+    fetched_runtime: dict[str, float | None]  # slot -> runtime of the work it last fetched
+    now: float
+    emit_event: Callable[[dict[str, Any]], None]
+    rel: Callable[[float], int | float]
+    _followups: deque[ev.Input]
+
+    # --- simulated jobs -------------------------------------------------------------------------
+
+    def _job_command(self, out: ev.JobCommand) -> None:
+        now = self.now
+        job = self.jobs.get(out.claim_id)
+        what = out.what
+        if what == "start":
+            params = self.activation.get(out.claim_id, JobParams())
+            if out.claim_id.startswith("fetch#") and out.claim_id not in self.activation:
+                params = JobParams(self.fetched_runtime.get(out.claim_id.split("#")[1]))
+            job = SimJob(out.claim_id, out.slot, params, params.runtime, now)
+            self.jobs[out.claim_id] = job
+            self._emit_job(out.slot, "start")
+            self._followups.append(ev.JobStarted(now=now, claim_id=out.claim_id))
+            self._followups.append(ev.JobUsage(now=now, claim_id=out.claim_id, load=params.load))
+            return
+        if job is None:
+            # a command for a job that is already gone: the engine will hear (or has heard) its exit. A
+            # starter still cleaning up after it leaves at once when killed hard, and finishes otherwise.
+            self._emit_job(out.slot, what)
+            if what == "hard_kill" and out.claim_id in self.cleaning:
+                self._starter_exits(out.claim_id)
+            return
+        self._emit_job(out.slot, what)
+        if what == "suspend":
+            if job.resumed_at is not None:
+                if job.remaining is not None:
+                    job.remaining = max(0.0, job.remaining - (now - job.resumed_at))
+                job.resumed_at = None
+                self._followups.append(ev.JobUsage(now=now, claim_id=job.claim_id, load=0.0))
+        elif what == "continue":
+            if job.resumed_at is None:
+                job.resumed_at = now
+                self._followups.append(ev.JobUsage(now=now, claim_id=job.claim_id, load=job.params.load))
+        elif what == "soft_kill":
+            if not job.params.ignores_sigterm and job.kill_at is None:
+                job.kill_at = now + job.params.vacate_time
+                job.kill_signal = _SIGNALS.get((out.signal or "SIGTERM").upper(), 15)
+                if job.params.vacate_time == 0:
+                    self._job_ends(job)
+        elif what == "hard_kill":
+            # a job normally dies at once; one stuck in the kernel takes kill_time (KILLING_TIMEOUT's case)
+            deadline = now + job.params.kill_time
+            if job.kill_at is None or deadline <= job.kill_at:
+                job.kill_at, job.kill_signal = deadline, 9
+            if job.kill_at <= now:
+                self._job_ends(job)
+
+    def _job_ends(self, job: SimJob) -> None:
+        """The job is gone: by itself (its exit code) or by a signal."""
+        if self.jobs.get(job.claim_id) is not job:
+            return
+        del self.jobs[job.claim_id]
+        now = self.now
+        natural = None
+        if job.remaining is not None and job.resumed_at is not None:
+            natural = job.resumed_at + job.remaining
+        # the starter's final update; it exits itself cleanup_time later
+        gone = job.params.cleanup_time <= 0
+        if job.kill_at is not None and (natural is None or job.kill_at < natural):
+            exited = ev.JobExited(now=now, claim_id=job.claim_id, exit_code=None, signal=job.kill_signal,
+                                  starter_exited=gone)
+        else:
+            exited = ev.JobExited(now=now, claim_id=job.claim_id, exit_code=job.params.exit_code,
+                                  starter_exited=gone)
+        if not gone:
+            self.cleaning[job.claim_id] = now + job.params.cleanup_time
+        self._emit_job(job.slot, "exit")
+        self._followups.append(exited)
+
+    def _starter_exits(self, claim_id: str) -> None:
+        """A starter that was cleaning up after its job is reaped."""
+        if self.cleaning.pop(claim_id, None) is not None:
+            self._followups.append(ev.StarterExited(now=self.now, claim_id=claim_id))
+
+    def _emit_job(self, slot: str, what: str) -> None:
+        self.emit_event(events_json.job_event(self.rel(self.now), slot, what))
