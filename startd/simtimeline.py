@@ -12,7 +12,7 @@ import datetime as _dt
 import json
 from typing import Any, TextIO
 
-from .classad import ERROR, UNDEFINED, AbsTime, ClassAd, RelTime, format_value
+from .classad import ERROR, UNDEFINED, AbsTime, ClassAd, RelTime
 from .classad.jsonform import dumps as _classad_json_dumps
 from .classad.jsonform import value_to_json_obj
 
@@ -45,15 +45,6 @@ def _same_value(actual: Any, expected: Any) -> bool:
         return (isinstance(actual, ClassAd) and len(actual) == len(expected)
                 and all(k in actual and _same_value(actual.evaluate(k), v) for k, v in expected.items()))
     return False
-
-
-def _show_value(v: Any) -> str:
-    if isinstance(v, (AbsTime, RelTime)) or v is UNDEFINED or v is ERROR or isinstance(v, (bool, int, float, str, list, ClassAd)):
-        try:
-            return format_value(v)
-        except Exception:  # a value the printer does not know: show Python's view of it
-            return repr(v)
-    return json.dumps(v)
 
 
 def _plain(v: Any) -> Any:
