@@ -26,9 +26,10 @@ import random
 from pathlib import Path
 from typing import Mapping
 
-from .core import DEFAULT, DETECTED, ENVIRONMENT, Config, policy_dir
 from .errors import ConfigError
 from .knobs import Definition
+from .macro_set import DEFAULT, DETECTED, ENVIRONMENT, Config
+from .parse_macros import policy_dir
 
 __all__ = ["load", "reload", "Config", "ConfigError", "Definition", "config_path", "policy_dir",
            "DEFAULT", "DETECTED", "ENVIRONMENT"]
@@ -59,7 +60,7 @@ def load(path: str | os.PathLike[str] | None = None, *, text: str | None = None,
     replaces the built-in defaults table; ``seed`` fixes ``$RANDOM_*`` choices; ``random_cache`` carries
     earlier random choices over (they stay fixed for a daemon's life). Raises :class:`ConfigError`.
     """
-    from .core import read
+    from .reader import read
 
     rng = random.Random(seed) if seed is not None else None
     if text is None:

@@ -1,7 +1,7 @@
 """A knob's definition, and what the typed readers need of a configuration.
 
 The typed readers (:mod:`startd.config.settings`, :mod:`startd.config.slottypes`) read a
-:class:`startd.config.core.Config`, and ``Config.settings()`` calls them. They are typed against
+:class:`startd.config.macro_set.Config`, and ``Config.settings()`` calls them. They are typed against
 :class:`Knobs`, the part of ``Config`` they use, so that neither needs to import the module that
 calls it.
 """
