@@ -1,0 +1,512 @@
+"""The event loop of ``startd run`` (:class:`DaemonLoop`): it feeds the engine and carries out its outputs.
+Here too are the event log it writes (:class:`EventLog`) and its seam to the cron runner (:class:`CronRunner`).
+
+One event loop holds everything. The engine is synchronous and fast, so it is called directly; a single
+*driver* (:meth:`DaemonLoop.feed`) gives it one input at a time and carries out what it answers:
+
+====================  ==================================================================================
+engine output         what the daemon does
+====================  ==================================================================================
+JobCommand            the starter starts, suspends, continues, soft- or hard-kills the real job
+AdChanged             the slot ad is published (retained) on ``{root}/startd/{M}/slots/{S}``
+SlotDeleted           the retained ad is cleared
+Transition, JobEvent  an event on ``{root}/startd/{M}/events``, a line in the event log, a log record
+Reply                 the reply to the MQTT command that caused it
+RunBenchmarks         the cron runner's benchmarks (see :class:`CronRunner`)
+ShutdownComplete      the daemon exits
+====================  ==================================================================================
+
+What the starter and the clock report comes back as inputs through the same driver: JobStarted and
+JobExited and StarterExited (a watcher task per job), JobUsage and HostSample (the sampler), Tick (the engine's timers).
+
+Time: one *clock* task sleeps until the engine's next wakeup. Just before each wakeup it measures the
+machine, so a policy evaluation (POLLING_INTERVAL, UPDATE_INTERVAL) always sees a fresh sample: a load
+change reaches SUSPEND within one POLLING_INTERVAL. Between wakeups it samples every POLLING_INTERVAL
+while anything is claimed (or HTCondor load is non-zero), else every few seconds, which keyboard idle
+detection through interrupt counts needs. Every UPDATE_INTERVAL every ad is published again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol, TextIO
+
+import structlog
+
+from . import config as _config
+from . import events_json
+from .daemon_config import DaemonDirs, Knobs, _knob_bool, _knob_float, machine_name
+from .engine import Engine
+from .engine import events as ev
+from .host import Sampler
+from .metrics import Metrics
+from .starter import JobHandle, OwnerPolicy, Starter, StartError
+from .transport import messages as msg
+from .transport.service import Transport
+
+log = structlog.get_logger("startd.daemon")
+
+#: How long before an engine wakeup the machine is measured, so the evaluation sees a fresh sample.
+SAMPLE_LEAD = 0.05
+#: The longest time between two samples while nothing is claimed: idle detection by interrupt counts
+#: notices activity only between two readings, so readings must be frequent for KeyboardIdle to be exact.
+IDLE_SAMPLE_INTERVAL = 5.0
+#: A timer that is this close is treated as due (the wall clock and the loop's monotonic clock differ
+#: by a little; without this the clock would spin on sub-millisecond sleeps).
+_EPSILON = 0.002
+
+# What state a slot must be in for the machine to be watched every POLLING_INTERVAL (as the engine does).
+_POLLED_STATES = frozenset({"Claimed", "Preempting", "Backfill"})
+
+
+# --- the event log -------------------------------------------------------------------------------------
+
+
+class EventLog:
+    """Every event (transitions with their numbers, jobs, slots) as JSON lines in a file."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._f: TextIO | None = open(path, "a", buffering=1, encoding="utf-8") if path is not None else None
+
+    def write(self, event: Mapping[str, Any]) -> None:
+        if self._f is not None:
+            self._f.write(json.dumps(event, default=str, ensure_ascii=False) + "\n")
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+
+# --- the cron seam -------------------------------------------------------------------------------------
+
+
+Feed = Callable[[ev.Input], Any]
+
+
+class CronRunner(Protocol):
+    """Startd cron jobs and benchmark jobs (``startd.cron``).
+
+    The daemon calls :meth:`start` once the engine runs, :meth:`reconfigure` after every accepted
+    reconfiguration, :meth:`run_benchmarks` when the engine asks for benchmarks (RunBenchmarks), and
+    :meth:`stop` at shutdown. A runner reports through ``feed`` (an awaitable taking one engine input):
+    CronOutput for cron output, BenchmarksDone when benchmarks finish.
+    """
+
+    async def start(self, conf: Any, feed: Feed) -> None: ...
+
+    async def reconfigure(self, conf: Any) -> None: ...
+
+    def run_benchmarks(self, now: float) -> bool:
+        """Start the benchmark jobs; True when the runner will feed BenchmarksDone itself."""
+        ...
+
+    def run_hook(self, out: ev.RunHook) -> bool:
+        """Run a fetch-work or job hook; True when the runner will feed its HookResult itself."""
+        ...
+
+    async def stop(self) -> None: ...
+
+
+class NullCronRunner:
+    """No cron jobs and no benchmark jobs: benchmarks complete at once with the figures already known."""
+
+    async def start(self, conf: Any, feed: Feed) -> None:
+        return None
+
+    async def reconfigure(self, conf: Any) -> None:
+        return None
+
+    def run_benchmarks(self, now: float) -> bool:
+        return False
+
+    def run_hook(self, out: ev.RunHook) -> bool:
+        return False
+
+    async def stop(self) -> None:
+        return None
+
+
+def _default_cron_runner() -> CronRunner:
+    """The real runner of startd cron jobs, benchmarks and hooks (``startd.cron``)."""
+    from .cron import DaemonCronRunner
+
+    return DaemonCronRunner()  # type: ignore[return-value]
+
+
+# --- the loop ------------------------------------------------------------------------------------------
+
+
+class DaemonLoop:
+    """The startd's event loop: engine, starter, sampler, transport and cron runner, the driver that feeds the
+    engine and carries out its outputs, the jobs, the commands and the clock. :class:`startd.daemon.Daemon`
+    adds the start-up, SIGHUP, the shutdowns and the signal handlers around it."""
+
+    def __init__(self, conf: Any, *, broker: str | None = None, name: str | None = None,
+                 cron: CronRunner | None = None, dirs: DaemonDirs | None = None) -> None:
+        self.conf = conf
+        self.broker = broker
+        self.dirs = dirs or DaemonDirs.resolve(conf)
+        self.knobs = Knobs(conf, self.dirs.overrides())
+        self.name = machine_name(conf, name)
+        self.cron: CronRunner = cron if cron is not None else _default_cron_runner()
+        self.metrics = Metrics()
+        self.engine: Engine | None = None
+        self.transport: Transport | None = None
+        self._read_intervals(conf)
+        self.starter = Starter(self.dirs.spool, polling_interval=self.polling_interval)
+        self.sampler = self._make_sampler(conf)
+        event_log = conf.get("STARTD_EVENT_LOG")
+        self.event_log = EventLog(Path(event_log) if event_log else self.dirs.log / "StartdEventLog")
+        self._lock = asyncio.Lock()
+        self._kicked = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._closed = asyncio.Event()
+        self._stop_requested = asyncio.Event()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._clock_task: asyncio.Task[None] | None = None
+        self._last_sample = 0.0
+        self._next_publish = 0.0
+        self.shutting_down: str | None = None
+        self.exit_code = 0
+        self.leftovers_reaped: list[int] = []
+
+    # -- set-up --------------------------------------------------------------------------------------
+
+    def _read_intervals(self, conf: Any) -> None:
+        s = conf.settings()
+        self.update_interval = float(max(s.update_interval, 1))
+        self.polling_interval = float(max(s.polling_interval, 1))
+
+    def _make_sampler(self, conf: Any) -> Sampler:
+        reserved_mb = _knob_float(conf, "RESERVED_DISK", 0.0) or 0.0
+        devices = [d for d in (conf.get("CONSOLE_DEVICES") or "mouse, console").replace(",", " ").split() if d]
+        return Sampler(self.dirs.execute, reserved_disk_kb=int(reserved_mb * 1024), console_devices=devices,
+                       bad_utmp=_knob_bool(conf, "STARTD_HAS_BAD_UTMP", False),
+                       condor_load=self.starter.total_condor_load)
+
+    # -- the driver ----------------------------------------------------------------------------------
+
+    async def feed(self, inp: ev.Input) -> list[ev.Output]:
+        """Give the engine one input and carry out its outputs (and those of the inputs they cause).
+        Returns every output, so a caller can find the Reply to its command."""
+        async with self._lock:
+            return await self._feed_locked(inp)
+
+    async def _feed_locked(self, inp: ev.Input) -> list[ev.Output]:
+        assert self.engine is not None
+        return await self._run_outputs(self.engine.handle(inp))
+
+    async def _run_outputs(self, first: list[ev.Output]) -> list[ev.Output]:
+        """Carry out ``first`` and then the outputs of every input that carrying them out causes."""
+        assert self.engine is not None
+        outputs = list(first)
+        followups = await self._execute(first)
+        while followups:
+            out = self.engine.handle(followups.pop(0))
+            outputs.extend(out)
+            followups.extend(await self._execute(out))
+        self._wake()
+        return outputs
+
+    async def _execute(self, outputs: list[ev.Output]) -> list[ev.Input]:
+        """Carry out the outputs; returns the inputs they cause at once."""
+        assert self.engine is not None and self.transport is not None
+        conn = self.transport.connection
+        follow: list[ev.Input] = []
+        ads_changed = False
+        for out in outputs:
+            t = round(out.t, 3)
+            if isinstance(out, (ev.Transition, ev.SlotCreated, ev.SlotDeleted)):
+                event = events_json.output_event(t, out)
+                assert event is not None
+                self._emit(event)
+                if isinstance(out, ev.Transition):
+                    self.metrics.inc("transitions")
+                    log.info("transition", slot=out.slot, transition=out.number,
+                             **{"from": f"{out.from_state}/{out.from_activity}"},
+                             to=f"{out.to_state}/{out.to_activity}", reason=out.reason)
+                elif isinstance(out, ev.SlotDeleted):
+                    conn.remove_ad(out.slot)
+                    ads_changed = True
+            elif isinstance(out, ev.AdChanged):
+                if out.slot in self.engine.slots:
+                    conn.publish_ad(out.slot, self.engine.slot_ad(out.slot))
+                    ads_changed = True
+            elif isinstance(out, ev.JobCommand):
+                follow.extend(await self._job_command(out))
+            elif isinstance(out, ev.JobEvent):
+                if out.what == "exit":
+                    d = out.detail
+                    details: dict[str, Any] = {"exit_code": d.get("exit_code")}
+                    if d.get("signal") is not None:
+                        details["signal"] = d["signal"]
+                    if d.get("start_error"):
+                        details["error"] = d.get("reason") or "the job could not be started"
+                    elif d.get("reason"):
+                        details["reason"] = d["reason"]
+                    self._emit(events_json.job_event(t, out.slot, "exit", **details))
+                    log.info("job exited", slot=out.slot, **details)
+            elif isinstance(out, ev.RunBenchmarks):
+                if not self.cron.run_benchmarks(out.t):
+                    follow.append(ev.BenchmarksDone(now=time.time(), attrs=self._known_benchmarks()))
+            elif isinstance(out, ev.BackfillCommand):
+                if out.what == "start":
+                    log.warning("backfill requested, but this daemon has no backfill client", slot=out.slot)
+                else:
+                    follow.append(ev.BackfillExited(now=time.time()))
+            elif isinstance(out, ev.RunHook):
+                if not self.cron.run_hook(out) and out.request:
+                    # a runner without hooks: the engine must not wait for an answer that never comes
+                    log.warning("job hook requested, but no hook runner is configured", hook=out.hook,
+                                slot=out.slot, path=out.path)
+                    follow.append(ev.HookResult(now=time.time(), request=out.request, hook=out.hook,
+                                                slot=out.slot, error="this daemon runs no job hooks"))
+            elif isinstance(out, ev.ShutdownComplete):
+                log.info("every slot is idle: shutting down")
+                self._stop_requested.set()
+        if ads_changed:
+            conn.set_daemon_ad(self.engine.daemon_ad())
+        return follow
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        self.event_log.write(event)
+        if self.transport is not None:
+            self.transport.connection.publish_event(event)
+
+    def _known_benchmarks(self) -> dict[str, Any]:
+        """Mips and KFlops as the slot ads have them (without benchmark jobs nothing new is measured)."""
+        assert self.engine is not None
+        names = self.engine.slot_names()
+        if not names:
+            return {}
+        ad = self.engine.slots[names[0]].ad
+        out: dict[str, Any] = {}
+        for attr in ("Mips", "KFlops"):
+            v = ad.evaluate(attr) if attr in ad else None
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[attr] = v
+        return out
+
+    # -- jobs ----------------------------------------------------------------------------------------
+
+    def _owner_policy(self, slot: str) -> OwnerPolicy:
+        assert self.engine is not None
+        cpus: int | None = None
+        if slot in self.engine.slots:
+            ad = self.engine.slots[slot].ad
+            v = ad.evaluate("Cpus") if "Cpus" in ad else None
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 1:
+                cpus = int(v)
+        return OwnerPolicy(run_as_owner=_knob_bool(self.conf, "STARTER_ALLOW_RUNAS_OWNER", True),
+                           slot_name=slot, cpus=cpus,
+                           kill_family_on_soft_kill=_knob_bool(self.conf, "STARTD_SOFT_KILL_FAMILY", False))
+
+    async def _job_command(self, out: ev.JobCommand) -> list[ev.Input]:
+        t = round(out.t, 3)
+        handle = self.starter.handles.get(out.claim_id)
+        if out.what == "start":
+            self._emit(events_json.job_event(t, out.slot, "start"))
+            try:
+                handle = await self.starter.start(out.claim_id, out.job, self.dirs.execute,
+                                                  self._owner_policy(out.slot))
+            except StartError as e:
+                # The engine has no input for "the job never started": it hears of an exit without an
+                # exit code, and the reason travels in the exit event.
+                self.metrics.inc("jobs_start_failed")
+                log.error("job could not be started", slot=out.slot, reason=e.reason)
+                return [ev.JobExited(now=time.time(), claim_id=out.claim_id, exit_code=None,
+                                     usage={"reason": e.reason, "start_error": True}, final_update=False)]
+            self.metrics.inc("jobs_started")
+            log.info("job started", slot=out.slot, pid=handle.pid)
+            self._spawn(self._watch_job(handle), f"job-{handle.pid}")
+            return [ev.JobStarted(now=time.time(), claim_id=out.claim_id, pid=handle.pid)]
+        self._emit(events_json.job_event(t, out.slot, out.what))
+        if handle is None:
+            return []  # already gone: its exit is (or was) reported by its watcher
+        if out.what == "suspend":
+            handle.suspend()
+        elif out.what == "continue":
+            handle.resume()
+        elif out.what == "soft_kill":
+            try:
+                handle.soft_kill(out.signal)
+            except ValueError as e:  # a KillSig that names no signal: the default one
+                log.warning("unknown KillSig, sending SIGTERM", slot=out.slot, error=str(e))
+                handle.soft_kill(signal.SIGTERM)
+        elif out.what == "hard_kill":
+            handle.hard_kill()
+        log.info("job signalled", slot=out.slot, what=out.what, pid=handle.pid)
+        return []
+
+    async def _watch_job(self, handle: JobHandle) -> None:
+        # The job's end is the starter's final update (the slot goes Claimed/Cleaning); the starter is
+        # reaped once the job's sandbox and cgroup are gone.
+        result = await handle.exited()
+        self.metrics.inc("jobs_exited")
+        usage = dict(result.usage)
+        usage.pop("ExitCode", None)
+        await self.feed(ev.JobExited(now=time.time(), claim_id=handle.claim_id, exit_code=result.exit_code,
+                                     signal=result.signal, usage=usage, starter_exited=False))
+        await handle.wait()
+        await self.feed(ev.StarterExited(now=time.time(), claim_id=handle.claim_id))
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: "asyncio.Task[Any]") -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("daemon task failed", task=task.get_name(), error=repr(task.exception()))
+
+    # -- commands ------------------------------------------------------------------------------------
+
+    async def _on_command(self, cmd: msg.BaseCommand) -> msg.ReplyMessage:
+        assert self.engine is not None
+        self.metrics.inc("commands")
+        if isinstance(cmd, msg.QueryCommand):
+            ads = {s: self.engine.slot_ad(s) for s in self.engine.slot_names()}
+            return msg.query_reply(cmd, ads, now=time.time())
+        try:
+            inp = msg.to_engine_input(cmd, time.time(), load_config=self._load_for_reconfig)
+        except msg.CommandError as e:
+            log.warning("command refused", command=cmd.command, reason=str(e))
+            return msg.error_reply(cmd.request_id, str(e), command=cmd.command)
+        if inp is None:
+            return msg.error_reply(cmd.request_id, f"'{cmd.command}' is not handled here", command=cmd.command)
+        if isinstance(inp, ev.Shutdown):
+            self.shutting_down = self.shutting_down or inp.how
+            log.info("shutdown requested", how=inp.how, by="command")
+        outputs = await self.feed(inp)
+        reply = next((o for o in outputs if isinstance(o, ev.Reply) and o.request is cmd), None)
+        if reply is None:
+            return msg.error_reply(cmd.request_id, "the engine gave no reply", command=cmd.command)
+        if isinstance(inp, ev.Reconfig):
+            if reply.accepted:
+                await self._adopt_config(inp.config, "command")
+            else:
+                log.error("reconfig refused, keeping the previous configuration", error=reply.error)
+        return msg.reply_from_engine(reply, cmd)
+
+    def _load_for_reconfig(self, text: str | None) -> Any:
+        """The configuration read again; ``text`` (from a reconfig command) is appended to it."""
+        if not text:
+            return _config.reload(self.conf)
+        path, base_text = getattr(self.conf, "origin", (None, None))
+        base = f"include : {path}\n" if path else (base_text or "")
+        return _config.load(text=base + "\n" + text + "\n")
+
+    async def _adopt_config(self, new: Any, by: str) -> None:
+        self.conf = new
+        self.knobs = Knobs(new, self.dirs.overrides())
+        self._read_intervals(new)
+        self.starter.polling_interval = self.polling_interval
+        if self.transport is not None:
+            try:
+                self.transport.reconfigure(self.knobs)
+            except ValueError as e:
+                log.error("authorization knobs not usable, keeping the previous ones", error=str(e))
+        await self.cron.reconfigure(new)
+        self._next_publish = min(self._next_publish, time.time() + self.update_interval)
+        self._wake()
+        log.info("reconfigured", by=by)
+
+    # -- time ----------------------------------------------------------------------------------------
+
+    def _wants_polling(self) -> bool:
+        assert self.engine is not None
+        if self.starter.handles or self.sampler.total_condor_load > 0:
+            return True
+        return any(self.engine.state_of(s)[0] in _POLLED_STATES for s in self.engine.slot_names())
+
+    def _sample_interval(self) -> float:
+        if self._wants_polling():
+            return min(self.polling_interval, IDLE_SAMPLE_INTERVAL)
+        return min(self.update_interval, IDLE_SAMPLE_INTERVAL)
+
+    async def _sample(self) -> None:
+        """Measure the running jobs and the machine, and tell the engine."""
+        for claim_id, handle in list(self.starter.handles.items()):
+            if not handle.running:
+                continue
+            try:
+                usage = handle.usage()
+            except Exception as e:  # noqa: BLE001 - a job vanishing under psutil is not the daemon's end
+                log.debug("job usage not measured", error=repr(e))
+                continue
+            load = float(usage.pop("CondorLoadAvg", 0.0))
+            await self.feed(ev.JobUsage(now=time.time(), claim_id=claim_id, load=load, usage=usage))
+        now = time.time()
+        sample = self.sampler.sample(now)
+        self._last_sample = now
+        self.metrics.inc("host_samples")
+        await self.feed(sample)
+
+    async def _clock(self) -> None:
+        """Sample the machine and fire the engine's timers at their times (see the module docstring)."""
+        assert self.engine is not None
+        while True:
+            try:
+                self._kicked = False
+                now = time.time()
+                wake = self.engine.next_wakeup()
+                due_sample = self._last_sample + self._sample_interval()
+                pre_sample = wake - SAMPLE_LEAD if wake is not None else None
+                if pre_sample is not None and now >= pre_sample - _EPSILON and self._last_sample < pre_sample:
+                    await self._sample()
+                    continue
+                if now >= due_sample - _EPSILON:
+                    await self._sample()
+                    continue
+                if wake is not None and now >= wake - _EPSILON:
+                    await self.feed(ev.Tick(now=max(now, wake)))
+                    continue
+                if now >= self._next_publish - _EPSILON:
+                    self._publish_all(force=True)
+                    self._next_publish = now + self.update_interval
+                    continue
+                targets = [due_sample, self._next_publish]
+                if wake is not None:
+                    targets.append(wake if self._last_sample >= (pre_sample or 0) else (pre_sample or wake))
+                await self._sleep(max(min(targets) - time.time(), 0.0))
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the clock must keep running whatever one input did
+                log.exception("clock step failed")
+                await asyncio.sleep(1.0)
+
+    def _wake(self) -> None:
+        """Make the clock look again at the engine's next wakeup (an input may have moved it)."""
+        self._kicked = True
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def _sleep(self, delay: float) -> None:
+        """Sleep ``delay`` seconds or until :meth:`_wake`. (Not ``wait_for`` on an Event: on Python 3.11
+        it can swallow a cancellation that arrives as the event is set, and it costs a task a call.)"""
+        if self._kicked:
+            return
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._waiter = fut
+        timer = loop.call_later(delay, lambda: fut.done() or fut.set_result(None))
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            self._waiter = None
+
+    def _publish_all(self, *, force: bool) -> None:
+        """Every slot ad and the daemon ad again (every UPDATE_INTERVAL, as the startd updates the collector)."""
+        assert self.engine is not None and self.transport is not None
+        conn = self.transport.connection
+        for s in self.engine.slot_names():
+            conn.publish_ad(s, self.engine.slot_ad(s), force=force)
+        conn.set_daemon_ad(self.engine.daemon_ad())

@@ -1,0 +1,114 @@
+"""The daemon's counters for Prometheus (:class:`Metrics`), served as text on ``STARTD_METRICS_PORT`` when
+that knob is set, and what they read of the daemon (:class:`Observed`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import resource
+from typing import TYPE_CHECKING, Iterable, Protocol
+
+if TYPE_CHECKING:
+    from .engine import Engine
+    from .starter import Starter
+    from .transport.service import Transport
+
+
+class Observed(Protocol):
+    """What the counters read of the daemon (:class:`startd.daemon.Daemon`)."""
+
+    @property
+    def engine(self) -> Engine | None: ...
+
+    @property
+    def starter(self) -> Starter: ...
+
+    @property
+    def transport(self) -> Transport | None: ...
+
+
+class Metrics:
+    """Counters for Prometheus, served as text on ``STARTD_METRICS_PORT`` when that knob is set."""
+
+    def __init__(self) -> None:
+        self.counters: dict[str, int] = {"transitions": 0, "jobs_started": 0, "jobs_start_failed": 0,
+                                         "jobs_exited": 0, "commands": 0, "host_samples": 0}
+        self._server: asyncio.AbstractServer | None = None
+        self.port: int | None = None
+
+    def inc(self, name: str, n: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + n
+
+    def render(self, daemon: "Observed") -> str:
+        lines: list[str] = []
+
+        def metric(name: str, kind: str, helptext: str, samples: Iterable[tuple[str, float]]) -> None:
+            lines.append(f"# HELP startd_{name} {helptext}")
+            lines.append(f"# TYPE startd_{name} {kind}")
+            for labels, value in samples:
+                lines.append(f"startd_{name}{labels} {value:g}")
+
+        for key, helptext in (("transitions", "state/activity transitions"), ("jobs_started", "jobs started"),
+                              ("jobs_start_failed", "jobs that could not be started"),
+                              ("jobs_exited", "jobs that exited"), ("commands", "MQTT commands handled"),
+                              ("host_samples", "measurements of the machine")):
+            metric(f"{key}_total", "counter", helptext, [("", self.counters.get(key, 0))])
+        counts: dict[tuple[str, str], int] = {}
+        eng = daemon.engine
+        if eng is not None:
+            for s in eng.slot_names():
+                st = eng.state_of(s)
+                counts[st] = counts.get(st, 0) + 1
+        metric("slots", "gauge", "slots by state and activity",
+               [(f'{{state="{s}",activity="{a}"}}', n) for (s, a), n in sorted(counts.items())])
+        metric("running_jobs", "gauge", "jobs running now", [("", len(daemon.starter.handles))])
+        conn = daemon.transport.connection if daemon.transport is not None else None
+        metric("mqtt_connected", "gauge", "1 while connected to the broker",
+               [("", 1 if conn is not None and conn.connected.is_set() else 0)])
+        metric("mqtt_connections_total", "counter", "broker connections made (1 + reconnections)",
+               [("", conn.connections if conn is not None else 0)])
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        metric("process_cpu_seconds_total", "counter", "CPU time of the daemon",
+               [("", ru.ru_utime + ru.ru_stime)])
+        metric("process_resident_memory_bytes", "gauge", "resident memory of the daemon",
+               [("", _rss_bytes())])
+        return "\n".join(lines) + "\n"
+
+    async def serve(self, daemon: "Observed", host: str, port: int) -> int:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                request = await asyncio.wait_for(reader.readline(), 5)
+                while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
+                    pass
+                parts = request.decode("latin-1").split()
+                if len(parts) >= 2 and parts[0] == "GET" and parts[1].split("?")[0] in ("/metrics", "/"):
+                    body, status = self.render(daemon).encode(), "200 OK"
+                else:
+                    body, status = b"not found\n", "404 Not Found"
+                writer.write(f"HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\n"
+                             f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+                await writer.drain()
+            except (OSError, asyncio.TimeoutError, UnicodeError):
+                pass
+            finally:
+                writer.close()
+
+        self._server = await asyncio.start_server(handle, host, port)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self.port
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+            self._server = None
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
