@@ -486,6 +486,18 @@ def policy_expr(value: str, *, side: str = "machine") -> Expr:
 _DUTY_ALIASES = {alias: attr for alias, attr in _JOB_SPECIAL.items() if alias != "id"}
 
 
+# Job attributes no duty list carries: what a job runs and with what (its command line, environment and
+# credentials) is nobody else's business, and a slot ad is public.
+_PRIVATE = frozenset(("cmd", "args", "arguments", "env", "environment", "in", "out", "err", "iwd", "userlog",
+                      "transferinput", "transferoutput", "x509userproxy", "x509userproxysubject"))
+_PRIVATE_PARTS = ("claim", "token", "secret", "password", "passwd", "cred", "key", "cookie")
+
+
+def _private(name: str) -> bool:
+    low = name.lower()
+    return low in _PRIVATE or any(p in low for p in _PRIVATE_PARTS)
+
+
 def _literal_scalar(ad: ClassAd, name: str) -> Any:
     """The value of ``name`` when the ad stores a plain string, number or boolean there, else None."""
     node = ad.get_node(name)
@@ -537,6 +549,8 @@ def duty_attrs(running_job_ads: list[ClassAd]) -> dict[str, str]:
     names: dict[str, str] = {}
     for ad in running_job_ads:
         for name in ad:
+            if _private(name):
+                continue
             v = _literal_scalar(ad, name)
             if v is None:
                 continue

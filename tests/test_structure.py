@@ -117,7 +117,7 @@ def test_the_engine_layers_import_only_downwards() -> None:
     """claim/policy <- resource <- resstate <- claiming <- hookmgr <- draining <- resmgr <- command
     (HTCondor's Claim, Resource, ResState, Resource/Claim's claiming half, StartdHookMgr, ResMgr's draining
     and the rest of ResMgr, command.cpp)."""
-    order = ["states", "events", "convert", "claim", "policy", "cronhooks", "resource", "resstate", "claiming",
+    order = ["states", "events", "convert", "claim", "policy", "cronhooks", "resource", "slotad", "resstate", "claiming",
              "hookmgr", "draining", "resmgr", "command"]
     rank = {f"startd.engine.{m}": i for i, m in enumerate(order)}
     graph = import_graph()

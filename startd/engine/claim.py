@@ -42,6 +42,7 @@ class Claim:
     preempt_was_true: bool = False
     retire_peacefully: bool = False
     load: float = 0.0
+    badput_by_draining: bool = False  # Claim::c_badput_caused_by_draining
     pid: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # JobId and GlobalJobId of ``job`` as last published, with the job ad they were read from

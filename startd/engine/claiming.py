@@ -106,6 +106,8 @@ class Claiming(ResState):
                 c.lease_duration = float(jld)
             c.alive(now)
         slot.accepted_while_draining = self._draining
+        c.badput_by_draining = False
+        self._stats.count("JobStarts")
         slot.ad["AcceptedWhileDraining"] = slot.accepted_while_draining
         self._begin_job(slot, c)
         self._refresh_duty()
@@ -123,6 +125,12 @@ class Claiming(ResState):
         c.load = 0.0
         c.update_at = None
         c.exit_pending = detail
+        if final_update:
+            # Claim::receiveJobClassAdUpdate: the final update's JobDuration joins StartdStats (the starter
+            # reports the job's wall-clock run; without one in the ad, that is what is counted)
+            d = c.job.evaluate("JobDuration")
+            ok = isinstance(d, (int, float)) and not isinstance(d, bool)
+            self._stats.add("JobDuration", float(d) if ok else self.now - (c.job_start or self.now))
         self._emit(JobEvent(self.now, slot.name, "exit", c.id, detail))
         if final_update and slot.state == State.CLAIMED and slot.activity in (
                 Activity.BUSY, Activity.RETIRING, Activity.SUSPENDED):
@@ -145,6 +153,11 @@ class Claiming(ResState):
         if c.exit_pending is None:  # no final update announced the exit
             self._emit(JobEvent(self.now, slot.name, "exit", c.id, detail))
         c.close_segment(self.now)
+        if c.job_start:  # Claim::starterExited: JobBusyTime; the run time is badput when draining evicted it
+            self._stats.add("JobBusyTime", self.now - c.job_start)
+        if c.badput_by_draining:
+            self._draining_badput += int(c.job_run * float(slot.resources.cpus))
+            c.badput_by_draining = False
         c.job_state = None
         c.softkill_at = None
         c.job_ad_gone = True

@@ -47,19 +47,6 @@ class Engine(ResMgr):
             handler(self, inp)
         return self._finish()
 
-    def _find_claim(self, claim_id: str) -> tuple[Slot, Claim, bool] | None:
-        """(slot, claim, is_current) for a claim id, current claims first."""
-        if not claim_id:
-            return None
-        for s in self.slots.values():
-            if s.claim is not None and s.claim.id == claim_id:
-                return s, s.claim, True
-        for s in self.slots.values():
-            for c in (s.pre, s.pending):
-                if c is not None and c.id == claim_id:
-                    return s, c, False
-        return None
-
     def _current_claim(self, claim_id: str) -> tuple[Slot, Claim] | None:
         """The slot whose current claim has this id."""
         found = self._find_claim(claim_id)
@@ -151,6 +138,7 @@ class Engine(ResMgr):
         willing, why = self._willing_to_run_claim(d, check)
         if not willing:
             self._delete_slot(d, "the new dynamic slot is not willing to run the job")
+            self._stats.count("NewDSlotNotMatch")
             return self._refuse_claim(inp, p, why, claim.id)
         claim.rank = self._rank_for(p, claim.job)
         if not self._accept_claim(d, claim, "claimed by " + (inp.client or "a schedd")):
@@ -229,6 +217,7 @@ class Engine(ResMgr):
                                slot.name)
         if self._shutdown is not None:
             return self._reply(inp, cmd, False, "the startd is shutting down", inp.claim_id, slot.name)
+        self._stats.count("ClaimRequests")
         if slot.state == State.PREEMPTING:
             return self._reply(inp, cmd, False, f"{slot.name} is Preempting/{slot.activity.value}", inp.claim_id,
                                slot.name)
@@ -276,6 +265,8 @@ class Engine(ResMgr):
         self._publish_claim(slot)
         self._changed.add(slot.name)
         by = "machine RANK" if claim.rank > cur else "user priority"
+        self._stats.count("JobRankPreemptions" if claim.rank > cur else "JobUserPrioPreemptions")
+        self._stats.count("JobPreemptions")
         self._reply(inp, cmd, True, "", claim.id, slot.name, rank=claim.rank, preempting=True, preempting_by=by)
         self._eval_slot(slot)
         return None
@@ -286,6 +277,8 @@ class Engine(ResMgr):
         if found is None:
             return None
         slot, c = found
+        if slot.state == State.CLAIMED:
+            self._stats.count("ActivationRequests")
         if slot.state != State.CLAIMED or slot.activity != Activity.IDLE:
             return self._reply(inp, cmd, False, f"{slot.name} is {slot.state.value}/{slot.activity.value}, not "
                                "Claimed/Idle", c.id, slot.name)
@@ -478,6 +471,7 @@ class Engine(ResMgr):
                     del s.ad[attr]
             self._build_static_ad(s)
             self._changed.add(s.name)
+        self._refresh_duty()
         self._reply(inp, "reconfig", True)
         self.eval_all(self.now)
         return None

@@ -39,6 +39,8 @@ class Draining(StartdHookMgr):
         for slot in self._slot_list():
             if slot.deleted:
                 continue
+            if how != "graceful" and slot.claim is not None:
+                slot.claim.badput_by_draining = True  # ResMgr::startDraining: setBadputCausedByDraining
             if how == "fast":
                 self._kill_claim(slot, "draining (fast)")
             else:
@@ -97,7 +99,9 @@ class Draining(StartdHookMgr):
 
         g_done = q_done = g_bad = q_bad = 0.0
         drained = True
+        unclaimed = 0
         for s in self.slots.values():
+            unclaimed += s.history.draining_unclaimed_now(s.state, int(s.entered_activity), int(now))
             c = s.claim
             if c is None or not c.active:
                 continue  # no job: nothing to lose, nothing to wait for
@@ -122,6 +126,7 @@ class Draining(StartdHookMgr):
             e["quick_done"] = cap(now + q_done)
         e["graceful_badput"] = cap(g_bad)
         e["quick_badput"] = cap(q_bad)
+        e["unclaimed"] = cap(unclaimed)
         if e != before:
             for s in self.slots.values():
                 self._publish_drain_expectations(s)

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..classad.ast import Literal, Node
-from ..classad.parser import ClassAdSyntaxError
+from ..classad.parser import ClassAdSyntaxError, parse_node
 from ..config.errors import ConfigError
-from ..qube import policy_expr, qube_knob_attrs
+from ..qube import PREFIX as QUBE_PREFIX, policy_expr, qube_knob_attrs
 from .convert import knob_number
 
 # Configuration knobs copied into every slot ad, under the attribute names HTCondor gives them.
@@ -33,6 +33,9 @@ POLICY_ATTRS: tuple[tuple[str, str], ...] = (
     ("EVICT_BACKFILL", "EVICT_BACKFILL"), ("HIBERNATE", "HIBERNATE"), ("SLOT_WEIGHT", "SlotWeight"),
     ("CpuBusy", "CpuBusy"), ("FetchWorkDelay", "FetchWorkDelay"),
 )
+
+# ResMgr::init_config_classad: Unhibernate when UNHIBERNATE is not configured
+UNHIBERNATE_DEFAULT = "MY.MachineLastMatchTime =!= undefined"
 
 DEFAULT_JOB_ATTRS = ("JobUniverse", "NiceUser", "ExecutableSize", "ImageSize")
 
@@ -73,6 +76,11 @@ class PolicyKnobs:
     qube: dict[str, str] = field(default_factory=dict)  # Qube* attributes from their knobs
     slot_attrs_on: bool = False  # STARTD_SLOT_ATTRS / STARTD_SLOT_EXPRS
     by_type: dict[int, dict[str, Node]] = field(default_factory=dict)  # slot type -> its overridden nodes
+    unhibernate: Node = field(default_factory=lambda: parse_node(UNHIBERNATE_DEFAULT))  # UNHIBERNATE
+    is_local: bool = False  # IS_LOCAL_STARTD
+    # Qube!'s host.duty.* lists are published only for a configuration written for Qube! (a policy knob in
+    # Qube! syntax, or a Qube* knob)
+    qube_duty: bool = False
 
     def for_type(self, type_id: int) -> dict[str, Node]:
         """The policy expressions of a slot of type ``type_id``: the global ones with the type's overrides."""
@@ -166,4 +174,8 @@ def read_policy(conf: Any) -> PolicyKnobs:
         slot_attrs_on=bool((conf.get("STARTD_SLOT_ATTRS") or "").strip()
                            or (conf.get("STARTD_SLOT_EXPRS") or "").strip()),
         by_type=by_type,
+        unhibernate=_lenient(conf, "UNHIBERNATE") or parse_node(UNHIBERNATE_DEFAULT),
+        is_local=(conf.get("IS_LOCAL_STARTD") or "").strip().lower() in ("true", "1", "yes"),
+        qube_duty=bool(qube_knob_attrs(conf)) or any(
+            (conf.get(k) or "").lstrip().lower().startswith(QUBE_PREFIX) for k, _ in POLICY_ATTRS),
     )

@@ -19,12 +19,14 @@ from ..classad.values import UNDEFINED
 from ..qube import duty_attrs
 from .. import slots as _slots
 from ..slots import DynamicSlotIds, MachineLayout, Resources, SlotDef
+from .claim import Claim
 from .convert import knob_number
 from .cronhooks import CronAds
 from .events import AdChanged, HostSample, Output, Reply, ShutdownComplete, SlotCreated, SlotDeleted
 from .draining import Draining
 from .policy import PolicyKnobs, read_policy
 from .resource import Slot
+from .stats import StartdStats
 from .resstate import Timer
 from .states import Activity, State
 
@@ -70,7 +72,9 @@ class ResMgr(Draining):
         self._drain_on_completion = "nothing"
         self._mjrt_override: int | None = None  # final draining's MaxJobRetirementTime
         # ResMgr::compute_draining_attrs: what draining would cost, absolute completion times
-        self._drain_expect = {"graceful_done": 0, "quick_done": 0, "graceful_badput": 0, "quick_badput": 0}
+        self._drain_expect = {"graceful_done": 0, "quick_done": 0, "graceful_badput": 0, "quick_badput": 0,
+                             "unclaimed": 0}
+        self._draining_badput = 0  # ResMgr::total_draining_badput, CPU-seconds
         self._shutdown_restart = False
         self._drain_reason = ""
         self._drain_id = 0
@@ -86,14 +90,17 @@ class ResMgr(Draining):
         self._order: list[str] = []
         self._next_update: float | None = None
         self._next_poll: float | None = None
-        self._duty: dict[str, str] = duty_attrs([])
+        self._duty: dict[str, str] = {}
         self.knobs = PolicyKnobs()
         self._qube_gone: set[str] = set()
         self._cross_names: set[str] = set()
+        self._stats = StartdStats()
         self._published_total = 0  # the TotalSlots every ad carries
         self.cron = CronAds()
         self._init_hooks()
         self._apply_config(conf)
+        if self.knobs.qube_duty:
+            self._duty = duty_attrs([])
         # The slot builder raises ConfigError (naming the knob's file:line) for a layout that
         # over-commits the machine: a startd with such a configuration does not start.
         self.layout: MachineLayout = _slots.build_layout(conf, host)
@@ -112,12 +119,27 @@ class ResMgr(Draining):
         self.knobs = knobs
         self.conf = conf
         self.cron.configure(conf)
+        self._stats.configure(conf.get("STATISTICS_TO_PUBLISH_LIST"))
 
     # ------------------------------------------------------------------ the slot set
 
     def _reply(self, inp: Any, command: str, ok: bool, error: str = "", claim_id: str = "", slot: str = "",
                **data: Any) -> None:
         self._emit(Reply(self.now, getattr(inp, "request", None), command, ok, error, claim_id, slot, dict(data)))
+
+    def _find_claim(self, claim_id: str) -> tuple[Slot, Claim, bool] | None:
+        """(slot, claim, is_current) for a claim id, current claims first."""
+        if not claim_id:
+            return None
+        for s in self.slots.values():
+            if s.claim is not None and s.claim.id == claim_id:
+                return s, s.claim, True
+        for s in self.slots.values():
+            for c in (s.pre, s.pending):
+                if c is not None and c.id == claim_id:
+                    return s, c, False
+        return None
+
 
     def _add_slot(self, spec: SlotDef, parent: Slot | None, resources: Resources) -> Slot:
         ad = ClassAd()
@@ -159,10 +181,10 @@ class ResMgr(Draining):
         self._changed.add(p.name)
 
     def _refresh_duty(self) -> None:
-        """Qube!'s host.duty.*: lists over the jobs on the whole machine, on every slot ad. Called when a
-        job starts or goes away."""
+        """Qube!'s host.duty.*: lists over the jobs on the whole machine, on every slot ad of a configuration
+        written for Qube! (none otherwise). Called when a job starts or goes away, and after a reconfig."""
         jobs = [s.claim.job for s in self._slot_list() if s.claim is not None and s.claim.active]
-        duty = duty_attrs(jobs)
+        duty = duty_attrs(jobs) if self.knobs.qube_duty else {}
         if duty == self._duty:
             return
         gone = [k for k in self._duty if k not in duty]
@@ -330,6 +352,7 @@ class ResMgr(Draining):
             self.eval_all(now)
             if publish:
                 self._publish_hibernate(now)
+                self._stats.tick(int(now))  # publish_resmgr_dynamic ticks StartdStats at every update
                 self._changed.update(self.slots)
 
     def _publish_hibernate(self, now: float) -> None:

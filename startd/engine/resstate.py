@@ -26,7 +26,8 @@ from typing import Any, Callable
 from .claim import Claim
 from .convert import as_int as _as_int, eval_to_bool as _eval_to_bool
 from .events import BackfillCommand, JobCommand, RunBenchmarks, Transition
-from .resource import ResourceBase, Slot
+from .resource import Slot
+from .slotad import SlotAds
 from .states import Activity, State, transition_number
 
 Timer = tuple[float, Callable[[], None]]
@@ -50,7 +51,7 @@ class Suggestion:
     code: str = ""
 
 
-class ResState(ResourceBase):
+class ResState(SlotAds):
     """The state and activity of each slot, and how they change."""
 
     _depth: int
@@ -185,6 +186,8 @@ class ResState(ResourceBase):
         if state == State.PREEMPTING and slot.state != State.PREEMPTING:
             act = self._preempting_activity(slot)
         c = slot.claim
+        if sug.code in (XA_RETIREMENT_EXPIRED, XA_RETIREMENT_EXPIRED_PREEMPT) and c is not None and self._draining:
+            c.badput_by_draining = True  # ResState: retirement ran out while the machine drained
         if sug.code == XA_RETIREMENT_EXPIRED_PREEMPT and c is not None:
             c.preempt_was_true = True
         elif sug.code == XA_PREEMPT_AND_RETIRE and c is not None:
@@ -222,6 +225,7 @@ class ResState(ResourceBase):
         actions of its state."""
         if slot.deleted:
             return
+        slot.history.update_averages(int(self.now), float(slot.resources.cpus), self._draining)
         sug = self._eval_policy(slot)
         if sug is not None:
             self._change_to_suggested(slot, sug)
@@ -269,6 +273,9 @@ class ResState(ResourceBase):
         self._emit(Transition(now, slot.name, old_s.value, old_a.value, state.value, activity.value,
                               transition_number(old_s, old_a, state, activity), reason))
         slot.act_was_benchmark = old_a == Activity.BENCHMARKING and activity != Activity.BENCHMARKING
+        # ResState::updateHistoryTotals: the stretch in the state/activity being left
+        slot.history.leave(old_s, old_a, int(slot.entered_activity), int(now), float(slot.resources.cpus),
+                           self._draining)
         if statechange:
             slot.entered_state = now
         slot.entered_activity = now
@@ -307,6 +314,8 @@ class ResState(ResourceBase):
         now = self.now
         self._emit(Transition(now, slot.name, slot.state.value, slot.activity.value, old_s.value, old_a.value,
                               None, f"claim not kept: {why}"))
+        slot.history.leave(slot.state, slot.activity, int(slot.entered_activity), int(now),
+                           float(slot.resources.cpus), self._draining)
         slot.state, slot.activity = old_s, old_a
         slot.entered_state = slot.entered_activity = now
         self._publish_state(slot)

@@ -1,0 +1,354 @@
+"""The slot ads (HTCondor's ``Resource::publish_static``/``publish_dynamic``, ``Claim::publish``,
+``ResState::publish``): what the configuration and layout put in a slot's ad, its state, requirements,
+draining figures and claim, and the figures refreshed whenever an ad is read (state history,
+statistics, clocks)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..classad import ClassAd, Expr
+from ..classad.ast import Literal, Node
+from ..classad.evaluate import evaluate_node
+from ..classad.values import UNDEFINED
+from .. import slots as _slots
+from .. import CONDOR_VERSION
+from .claim import Claim
+from .resource import REQ, ResourceBase, Slot
+from .states import State
+
+# Attributes a claim publishes; removed when the slot no longer has one.
+_CLAIM_ATTRS = ("RemoteOwner", "RemoteUser", "ClientMachine", "JobId", "JobStart", "TotalJobRunTime",
+                "TotalJobSuspendTime", "TotalClaimRunTime", "TotalClaimSuspendTime", "PreemptingRank",
+                "PreemptingOwner", "PreemptingUser", "GlobalJobId", "JobUniverse", "NumPids", "PublicClaimId",
+                "ClaimEndTime")
+# What Claim::publish says of the claim's client, from the request (Claim::loadRequestInfo, accept_request_claim).
+_CLIENT_ATTRS = ("RemoteScheddName", "RemoteProject", "AccountingGroup", "ConcurrencyLimits", "RemoteGroup",
+                 "RemoteNegotiatingGroup", "RemoteAutoregroup")
+
+
+def _client_attrs(job: ClassAd, slot_ad: ClassAd, now: float) -> dict[str, Any]:
+    """Claim::publish's client attributes: the schedd, project, accounting group (qualified with the
+    user's domain), concurrency limits and negotiation groups of the request."""
+    out: dict[str, Any] = {}
+
+    def text(name: str) -> str | None:
+        v = job.evaluate(name)
+        return v if isinstance(v, str) and v else None
+
+    for attr, name in (("RemoteScheddName", "ScheddName"), ("RemoteProject", "ProjectName"),
+                       ("RemoteGroup", "RemoteGroup"), ("RemoteNegotiatingGroup", "RemoteNegotiatingGroup")):
+        v = text(name)
+        if v is not None:
+            out[attr] = v
+    group = text("AccountingGroup")
+    if group is not None:
+        user = text("User") or ""
+        out["AccountingGroup"] = group + (user[user.rindex("@"):] if "@" in user else "")
+    node = job.get_node("ConcurrencyLimits")
+    if node is not None:
+        limits = evaluate_node(node, job, slot_ad, now)
+        if isinstance(limits, str) and limits:
+            out["ConcurrencyLimits"] = limits
+    if "RemoteNegotiatingGroup" in out:
+        auto = job.evaluate("RemoteAutoregroup")
+        out["RemoteAutoregroup"] = auto is True
+    return out
+
+# The configuration of the machine's identity, published on every slot ad (name, knob, default).
+_IDENTITY_ATTRS = (("OpSys", "OPSYS", "LINUX"), ("Arch", "ARCH", "X86_64"))
+
+
+
+_INT_MAX = 2**31 - 1
+# HibernationManager::publish and NetworkAdapterBase::publish on a machine that cannot sleep or be woken
+_HIBERNATION_OFF: dict[str, Any] = {
+    "HibernationLevel": 0, "HibernationSupportedStates": "", "CanHibernate": False,
+    "IsWakeOnLanSupported": False, "IsWakeOnLanEnabled": False, "IsWakeAble": False,
+    "WakeOnLanSupportedFlags": "NONE", "WakeOnLanEnabledFlags": "NONE"}
+
+
+def public_claim_id(claim_id: str) -> str:
+    """ClaimIdParser::publicClaimId: the claim id up to its last '#', followed by "#..." (the secret part
+    never shows); empty for an id without a '#'."""
+    cut = claim_id.rfind("#")
+    return claim_id[:cut] + "#..." if cut > 0 else ""
+
+
+class SlotAds(ResourceBase):
+    """Builds and refreshes the slot ads."""
+
+    # ------------------------------------------------------------------ the slot ad
+
+    def _build_static_ad(self, slot: Slot) -> None:
+        """Everything in the ad that the configuration and the layout decide."""
+        ad = slot.ad
+        self._publish_resources(slot)
+        for attr, knob, default in _IDENTITY_ATTRS:
+            ad[attr] = self.conf.get(knob) or default
+        ad["UidDomain"] = self.conf.get("UID_DOMAIN") or self.machine
+        ad["FileSystemDomain"] = self.conf.get("FILESYSTEM_DOMAIN") or self.machine
+        # STARTD_ATTRS / SLOT<N>_<attr>: an attribute no longer configured leaves the ad
+        conf_attrs = _slots.config_attrs(self.conf, slot.spec)
+        for name in slot.config_attrs:
+            if conf_attrs.get(name) is None and name in ad:
+                del ad[name]
+        slot.config_attrs = set()
+        for name, expr in conf_attrs.items():
+            if expr is None:
+                if name in ad:
+                    del ad[name]
+            else:
+                ad[name] = expr
+                slot.config_attrs.add(name)
+        for attr, node in self._policy_of(slot).items():
+            ad[attr] = Expr(node)
+        # DaemonCore::publish, publish_resmgr_dynamic and the HibernationManager with hibernation off; the
+        # shell's facts of the machine (its network adapter, its sleep states) come after and win
+        ad["CondorVersion"] = CONDOR_VERSION
+        ad["IsLocalStartd"] = self.knobs.is_local
+        ad["TimeToLive"] = _INT_MAX  # ResMgr::time_to_live without STARTD_NOCLAIM_SHUTDOWN
+        ad["Unhibernate"] = Expr(self.knobs.unhibernate)
+        for k, v in _HIBERNATION_OFF.items():
+            ad[k] = v
+        for k, v in self._bench.items():
+            ad[k] = v
+        for k, v in self._extra.items():
+            ad[k] = v
+        for k in self._qube_gone:
+            if k in ad:
+                del ad[k]
+        for k, qv in self.knobs.qube.items():
+            ad[k] = qv
+        for k, dv in self._duty.items():
+            ad[k] = dv
+        self._publish_state(slot)
+        self._publish_requirements(slot)
+        self._publish_draining(slot)
+        self._publish_claim(slot)
+        self._merge_cron(slot)
+
+    def _publish_resources(self, slot: Slot) -> None:
+        """The slot's resource and identity attributes (for a partitionable slot: what it has left, and
+        the Child* rollups of its dynamic slots)."""
+        children = [self.slots[c].ad for c in slot.children if c in self.slots]
+        attrs = _slots.resource_attrs(slot.spec, self.layout, slot.resources, machine_name=self.machine,
+                                      daemon_name=self.daemon_name,
+                                      children=children, conf=self.conf)
+        ad = slot.ad
+        for k, v in attrs.items():
+            ad[k] = v
+
+    def _publish_state(self, slot: Slot) -> None:
+        ad = slot.ad
+        ad["State"] = slot.state.value
+        ad["Activity"] = slot.activity.value
+        ad["EnteredCurrentState"] = int(slot.entered_state)
+        ad["EnteredCurrentActivity"] = int(slot.entered_activity)
+
+    def _publish_requirements(self, slot: Slot) -> None:
+        """Resource::publish_requirements (Reqexp): while the slot is available, Requirements is
+        ``START && WithinResourceLimits`` on every kind of slot, START the configured one. It is
+        unavailable while Matched or Preempting and while the startd shuts down (Requirements False),
+        and while the machine drains (``reqexp_unavail(getDrainingExpr())``): then START *is* the
+        draining START expression, or, with none, Requirements is False and START is left as it was."""
+        ad = slot.ad
+        if slot.state in (State.MATCHED, State.PREEMPTING) or self._shutdown is not None:
+            ad["Requirements"] = False
+        elif self._draining or slot.state == State.DRAINED:
+            if self._drain_start is not None:
+                ad["Start"] = Expr(self._drain_start)
+                ad["Requirements"] = Expr(REQ)
+            else:
+                ad["Requirements"] = False
+        else:
+            ad["Start"] = Expr(self._policy_of(slot)["Start"])
+            ad["Requirements"] = Expr(REQ)
+
+    def _publish_draining(self, slot: Slot) -> None:
+        """ResMgr::publish_draining_attrs and Resource::refresh_draining_attrs: Draining, DrainReason and
+        DrainingRequestId while draining; AcceptedWhileDraining always; MaxJobRetirementTime = 0 during
+        final draining."""
+        ad = slot.ad
+        if self._draining:
+            ad["Draining"] = True
+            ad["DrainReason"] = self._drain_reason
+            ad["DrainingRequestId"] = str(self._drain_id)
+        else:
+            for a in ("Draining", "DrainReason", "DrainingRequestId"):
+                if a in ad:
+                    del ad[a]
+        if self._last_drain_start:
+            ad["LastDrainStartTime"] = int(self._last_drain_start)
+        if self._last_drain_stop:
+            ad["LastDrainStopTime"] = int(self._last_drain_stop)
+        ad["AcceptedWhileDraining"] = slot.accepted_while_draining
+        self._publish_drain_expectations(slot)
+        if self._mjrt_override is not None:
+            ad["MaxJobRetirementTime"] = self._mjrt_override
+        else:
+            ad["MaxJobRetirementTime"] = Expr(self._policy_of(slot)["MaxJobRetirementTime"])
+
+    def _publish_drain_expectations(self, slot: Slot) -> None:
+        """The Expected*Draining* figures of ResMgr::compute_draining_attrs."""
+        ad, e = slot.ad, self._drain_expect
+        ad["ExpectedMachineGracefulDrainingBadput"] = e["graceful_badput"]
+        ad["ExpectedMachineQuickDrainingBadput"] = e["quick_badput"]
+        ad["ExpectedMachineGracefulDrainingCompletion"] = e["graceful_done"]
+        ad["ExpectedMachineQuickDrainingCompletion"] = e["quick_done"]
+        # ResMgr::publish_draining_attrs: the totals once they are not zero
+        for name, v in (("TotalMachineDrainingBadput", self._draining_badput),
+                        ("TotalMachineDrainingUnclaimedTime", e["unclaimed"])):
+            if v:
+                ad[name] = v
+
+    def _publish_claim(self, slot: Slot) -> None:
+        """Claim::publish and Claim::publishStateTimes: who holds the claim, its job and its clocks. What
+        only changes with the claim, its job ad, its rank or its preempting claim is written again only
+        when one of those changed (a claim's job ad that is changed in place bumps ``job_version``)."""
+        ad = slot.ad
+        c = slot.claim
+        now = self.now
+        if c is None or slot.state not in (State.CLAIMED, State.PREEMPTING):
+            if slot.claim_published is not None or "PublicClaimId" in ad:
+                for a in _CLAIM_ATTRS + _CLIENT_ATTRS + self.knobs.job_attrs:
+                    if a in ad:
+                        del ad[a]
+                slot.claim_published = None
+            ad["CurrentRank"] = 0.0
+            ad["RetirementTimeRemaining"] = 0
+        else:
+            pre = slot.pre
+            key = (ad, c, c.job, c.job_version, c.rank, c.active, c.job_start, c.client, pre,
+                   pre.rank if pre is not None else None, self.knobs.job_attrs)
+            if slot.claim_published != key:
+                slot.claim_published = key
+                self._publish_claim_holder(slot, c)
+            jr, js, cr, cs = c.totals(now)
+            # Claim::publishStateTimes publishes each clock once it has counted a second
+            for name, secs in (("TotalJobRunTime", jr), ("TotalJobSuspendTime", js), ("TotalClaimRunTime", cr),
+                               ("TotalClaimSuspendTime", cs)):
+                if int(secs) > 0:
+                    ad[name] = int(secs)
+                elif name in ad:
+                    del ad[name]
+            # Resource::publish_dynamic: the claim's public id and lease end while Claimed only
+            if slot.state == State.CLAIMED:
+                ad["PublicClaimId"] = public_claim_id(c.id)
+                ad["ClaimEndTime"] = 0  # Claim::getLeaseEndtime: set only for claimed partitionable slots
+            else:
+                for a in ("PublicClaimId", "ClaimEndTime"):
+                    if a in ad:
+                        del ad[a]
+            rem = self._retirement_remaining(slot)
+            # a peaceful shutdown makes retirement endless; HTCondor publishes INT_MAX then
+            ad["RetirementTimeRemaining"] = int(rem) if math.isfinite(rem) else 2**31 - 1
+            return
+        for a in ("PreemptingRank", "PreemptingOwner", "PreemptingUser"):
+            if a in ad:
+                del ad[a]
+
+    def _publish_claim_holder(self, slot: Slot, c: Claim) -> None:
+        """The part of Claim::publish that changes only with the claim, its job, rank or preempting claim."""
+        ad, now = slot.ad, self.now
+        owner = c.owner
+        if owner is not None:
+            ad["RemoteOwner"] = owner
+            ad["RemoteUser"] = owner
+        ad["ClientMachine"] = c.client or UNDEFINED
+        ad["CurrentRank"] = float(c.rank)
+        info = c.client_info
+        if info is None or info[0] is not c.job:
+            info = c.client_info = (c.job, _client_attrs(c.job, ad, now))
+        for a in _CLIENT_ATTRS:
+            if a in info[1]:
+                ad[a] = info[1][a]
+            elif a in ad:
+                del ad[a]
+        if c.active:
+            ids = c.job_ids
+            if ids is None or ids[0] is not c.job:
+                cl, pr = c.job.evaluate("ClusterId"), c.job.evaluate("ProcId")
+                gid = c.job.evaluate("GlobalJobId")
+                ids = c.job_ids = (c.job, f"{cl}.{pr}" if isinstance(cl, int) and isinstance(pr, int) else None,
+                                   gid if isinstance(gid, str) else None)
+            if ids[1] is not None:
+                ad["JobId"] = ids[1]
+            if ids[2] is not None:
+                ad["GlobalJobId"] = ids[2]
+            ad["JobStart"] = int(c.job_start or now)
+            for a in self.knobs.job_attrs:
+                node = c.job.get_node(a)
+                if node is not None:
+                    ad[a] = Expr(node)
+        else:
+            for a in ("JobId", "JobStart", "GlobalJobId") + self.knobs.job_attrs:
+                if a in ad:
+                    del ad[a]
+        if slot.pre is not None:
+            ad["PreemptingRank"] = float(slot.pre.rank)
+            if slot.pre.owner is not None:
+                ad["PreemptingOwner"] = slot.pre.owner
+                ad["PreemptingUser"] = slot.pre.owner
+        else:
+            for a in ("PreemptingRank", "PreemptingOwner", "PreemptingUser"):
+                if a in ad:
+                    del ad[a]
+
+    def _latch_update(self, slot: Slot, now: float) -> None:
+        for name, node in self.knobs.latch:
+            if node is not None:
+                v = evaluate_node(node, slot.ad, None, now)
+            else:
+                v = slot.ad.evaluate(name, now=now)
+            iv: Any
+            if v is True or v is False:
+                iv = int(v)
+            elif isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                iv = int(v)
+            else:
+                iv = None
+            prev = slot.latches.get(name)
+            if prev is None or prev[0] != iv:
+                slot.latches[name] = (iv, now)
+            value, when = slot.latches[name]
+            literal_or_attr = node is None or isinstance(node, Literal)
+            if value is None:
+                for a in (f"{name}Time", f"{name}Value"):
+                    if a in slot.ad:
+                        del slot.ad[a]
+                continue
+            slot.ad[f"{name}Time"] = int(when)
+            if not literal_or_attr:
+                slot.ad[f"{name}Value"] = value
+
+    def _current_ad(self, slot: Slot) -> ClassAd:
+        """A copy of the slot's ad as published now (Resource::publish_single_slot_ad for a query or an
+        update): the claim's clocks, the state history, the statistics and the clocks brought up to date."""
+        if slot.claim is not None and slot.state in (State.CLAIMED, State.PREEMPTING):
+            self._publish_claim(slot)
+        self._publish_dynamic(slot)
+        return slot.ad.copy()
+
+    def _publish_dynamic(self, slot: Slot) -> None:
+        """The figures publish_dynamic refreshes on every publication: MyCurrentTime, the time in each
+        state and activity (ResState::publish), StartdStats (published, then ticked, as
+        ResMgr::publish_resmgr_dynamic does), and what publish_single_slot_ad adds for a direct query
+        (LastHeardFrom, DaemonStartTime)."""
+        ad, now = slot.ad, int(self.now)
+        ad["MyCurrentTime"] = now
+        slot.history.publish(ad, slot.state, slot.activity, int(slot.entered_activity), now)
+        self._stats.publish(ad)
+        self._stats.tick(now)
+        ad["LastHeardFrom"] = now
+        ad["DaemonStartTime"] = int(self._start_time)
+
+    def _merge_cron(self, slot: Slot) -> bool:
+        """Merge startd cron's named ads into ``slot``'s ad; True when the ad changed."""
+        if slot.deleted:
+            return False
+        slot.cron_attrs, changed = self.cron.merge_into(slot.ad, slot.spec.id, slot.name, slot.cron_attrs,
+                                                        self.now)
+        return changed
+
