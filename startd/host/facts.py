@@ -3,7 +3,9 @@
 They are read once and cached; only :func:`free_disk_kb`, :func:`virtual_memory_kb` and the clock
 helpers change over time. CPU and memory honour the limits a container or batch system puts on this
 process (CPU affinity, cgroup CPU quota and memory limit, OMP_THREAD_LIMIT / SLURM_CPUS_ON_NODE), so
-a startd in a container offers what it may really use.
+a startd in a container offers what it may really use. The rest of what HTCondor's
+``MachAttributes::publish_static`` publishes (processor flags, Microarch, uname, user namespaces,
+rotational scratch, DetectedDisk, CondorPlatform) comes from :mod:`.cpuflags` and :mod:`.machattrs`.
 """
 
 from __future__ import annotations
@@ -12,12 +14,21 @@ import math
 import os
 import platform
 import re
+import sys
 import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from ..config.host import host_macros
+from .cpuflags import processor_facts
+from .machattrs import (
+    condor_platform,
+    detected_disk_kb,
+    has_rotational_scratch,
+    has_unpriv_user_namespace,
+    utsname_facts,
+)
 
 _INT_MAX = 2**31 - 1
 
@@ -223,14 +234,20 @@ def free_disk_kb(path: str | os.PathLike[str], reserved_kb: int = 0) -> int:
 # --- CPU identity --------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=1)
+def _cpuinfo_text() -> str:
+    """/proc/cpuinfo, read once ("" when it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace", newline="") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 def _cpuinfo() -> dict[str, str]:
     """The first processor's block of /proc/cpuinfo."""
     out: dict[str, str] = {}
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return out
-    for line in text.splitlines():
+    for line in _cpuinfo_text().splitlines():
         if not line.strip():
             if out:
                 break
@@ -277,24 +294,48 @@ def _static_facts() -> dict[str, Any]:
         "CpuVendor": info.get("vendor_id") or info.get("CPU implementer") or "",
         "CpuMHz": _cpu_mhz(info),
     }
-    if "OPSYSMAJORVER" in macros:
-        facts["OpSysMajorVer"] = int(macros["OPSYSMAJORVER"])
-    if "OPSYSVER" in macros:
-        facts["OpSysVer"] = int(macros["OPSYSVER"])
-    if info.get("cpu family", "").isdigit():
-        facts["CpuFamily"] = int(info["cpu family"])
-    if info.get("model", "").isdigit():
-        facts["CpuModelNumber"] = int(info["model"])
-    m = re.match(r"(\d+)", info.get("cache size", ""))
-    if m:
-        facts["CpuCacheSize"] = int(m.group(1))
+    for macro, attr in (("OPSYSMAJORVER", "OpSysMajorVer"), ("OPSYSVER", "OpSysVer")):
+        if macros.get(macro, "").isdigit():
+            facts[attr] = int(macros[macro])
+    # has_<flag>, CpuFamily, CpuModelNumber, CpuCacheSize, Microarch: sysapi_processor_flags().
+    x86_64 = platform.machine().lower() in ("x86_64", "amd64")
+    facts.update(processor_facts(_cpuinfo_text(), x86_64))
+    if not sys.platform.startswith("win"):
+        facts.update(utsname_facts())
+    if sys.platform == "linux" and has_unpriv_user_namespace():
+        facts["HasUserNamespaces"] = True
+    facts["CondorPlatform"] = condor_platform(macros)
     return facts
 
 
-def machine_facts() -> dict[str, Any]:
-    """The machine's identity and capacity as slot-ad attributes (Arch "X86_64", OpSys "LINUX",
-    OpSysAndVer, KernelVersion, CpuModel, CpuVendor, CpuMHz, DetectedCpus, DetectedMemory ...)."""
+@lru_cache(maxsize=8)
+def _execute_dir_facts(execute_dir: str) -> dict[str, Any]:
+    facts: dict[str, Any] = {"DetectedDisk": detected_disk_kb(execute_dir)}
+    if sys.platform == "linux":
+        rotational = has_rotational_scratch(execute_dir)
+        if rotational is not None:
+            facts["HasRotationalScratch"] = rotational
+    return facts
+
+
+def machine_facts(execute_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The machine's identity and capacity as slot-ad attributes, as HTCondor's
+    ``MachAttributes::publish_static`` publishes them on Linux: Arch "X86_64", OpSys "LINUX",
+    OpSysAndVer, KernelVersion, CpuModel, CpuVendor, CpuMHz, DetectedCpus, DetectedMemory, the
+    processor flags (``has_avx2`` ...), Microarch, CpuFamily, CpuModelNumber, CpuCacheSize,
+    Utsname*, HasUserNamespaces (only when true) and CondorPlatform.
+
+    Given the EXECUTE directory, also DetectedDisk (KB in its file system) and HasRotationalScratch
+    (absent when the device cannot be told). Facts that cannot be read are simply absent.
+    """
     out = dict(_static_facts())
+    if execute_dir is not None:
+        try:
+            key = os.fspath(execute_dir)
+        except TypeError:
+            key = None
+        if isinstance(key, str):
+            out.update(_execute_dir_facts(key))
     out["DetectedCpus"] = detected_cpus()
     out["DetectedMemory"] = detected_memory_mb()
     return out
