@@ -121,13 +121,17 @@ class Daemon(DaemonLoop):
         for knob, configured in self.dirs.fell_back.items():
             log.warning("configured directory not writable, using another", knob=knob, configured=configured,
                         using=str(getattr(self.dirs, knob.lower())))
-        now = time.time()
-        first = self.sampler.sample(now)
-        self._last_sample = now
-        self.engine = Engine(self.conf, first, machine=self.name)
         self.transport = await Transport.open(self.knobs, broker=self.broker, machine=self.name,
                                               handler=self._on_command)
         try:
+            # The address names the broker the transport really uses (an embedded one's port is chosen as
+            # it starts), so the first sample, and with it every first slot ad, carries MyAddress. Nothing
+            # awaits between here and the engine, so no command can arrive before it exists.
+            self._adopt_address()
+            now = time.time()
+            first = self.sampler.sample(now)
+            self._last_sample = now
+            self.engine = Engine(self.conf, first, machine=self.name)
             if self.transport.broker is not None:
                 log.info("embedded MQTT broker listening", url=self.transport.url)
             log.info("startd starting", machine=self.name, broker=self.transport.url,
@@ -141,7 +145,10 @@ class Daemon(DaemonLoop):
             await self._start_metrics()
             self._clock_task = asyncio.create_task(self._clock(), name="startd-clock")
         except BaseException:
-            await self.transport.close()
+            # closed here, and forgotten so that close() does not close it again
+            transport, self.transport = self.transport, None
+            if transport is not None:
+                await transport.close()
             raise
 
     async def _start_metrics(self) -> None:

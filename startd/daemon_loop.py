@@ -39,10 +39,20 @@ import structlog
 
 from . import config as _config
 from . import events_json
-from .daemon_config import DaemonDirs, Knobs, _knob_bool, _knob_float, machine_name
+from .classad import ClassAd
+from .daemon_config import (
+    DaemonDirs,
+    Knobs,
+    _knob_bool,
+    _knob_float,
+    machine_name,
+    startd_sinful,
+    statistics_window_quantum,
+)
 from .engine import Engine
 from .engine import events as ev
 from .host import Sampler
+from .host.selfmon import SelfMonitor
 from .metrics import Metrics
 from .starter import JobHandle, OwnerPolicy, Starter, StartError
 from .transport import messages as msg
@@ -61,6 +71,15 @@ _EPSILON = 0.002
 
 # What state a slot must be in for the machine to be watched every POLLING_INTERVAL (as the engine does).
 _POLLED_STATES = frozenset({"Claimed", "Preempting", "Backfill"})
+
+
+def _without_secret(text: str, claim_id: str) -> str:
+    """``text`` with the claim id shown as HTCondor logs one (ClaimIdParser::publicClaimId: the part before
+    the last ``#``, then ``#...``), so that no claim's secret reaches a log or a published event."""
+    cut = claim_id.rfind("#")
+    if not claim_id or claim_id not in text:
+        return text
+    return text.replace(claim_id, claim_id[:cut] + "#..." if cut > 0 else "...")
 
 
 # --- the event log -------------------------------------------------------------------------------------
@@ -151,6 +170,8 @@ class DaemonLoop:
                  cron: CronRunner | None = None, dirs: DaemonDirs | None = None) -> None:
         self.conf = conf
         self.broker = broker
+        #: when this daemon started (DaemonCore's start time): DaemonStartTime, and the birth time in claim ids
+        self.start_time = time.time()
         self.dirs = dirs or DaemonDirs.resolve(conf)
         self.knobs = Knobs(conf, self.dirs.overrides())
         self.name = machine_name(conf, name)
@@ -161,6 +182,9 @@ class DaemonLoop:
         self._read_intervals(conf)
         self.starter = Starter(self.dirs.spool, polling_interval=self.polling_interval)
         self.sampler = self._make_sampler(conf)
+        #: the startd's Sinful string (MyAddress, StartdIpAddr), known once the transport is open
+        self.address = ""
+        self.claim_ids = msg.ClaimIdFactory(lambda: self.address, self.start_time)
         event_log = conf.get("STARTD_EVENT_LOG")
         self.event_log = EventLog(Path(event_log) if event_log else self.dirs.log / "StartdEventLog")
         self._lock = asyncio.Lock()
@@ -186,9 +210,31 @@ class DaemonLoop:
     def _make_sampler(self, conf: Any) -> Sampler:
         reserved_mb = _knob_float(conf, "RESERVED_DISK", 0.0) or 0.0
         devices = [d for d in (conf.get("CONSOLE_DEVICES") or "mouse, console").replace(",", " ").split() if d]
+        # EnableMonitoring registers the self_monitor timer once, at start-up: a reconfig keeps its period
+        monitor = SelfMonitor(interval=statistics_window_quantum(conf), start_time=self.start_time)
         return Sampler(self.dirs.execute, reserved_disk_kb=int(reserved_mb * 1024), console_devices=devices,
                        bad_utmp=_knob_bool(conf, "STARTD_HAS_BAD_UTMP", False),
-                       condor_load=self.starter.total_condor_load)
+                       condor_load=self.starter.total_condor_load, self_monitor=monitor)
+
+    def _adopt_address(self) -> None:
+        """MyAddress and StartdIpAddr from the broker the transport uses: the next sample carries them to
+        every slot ad when they changed."""
+        if self.transport is None:
+            return
+        settings = self.transport.settings
+        address = startd_sinful(settings.host, settings.port, self.name)
+        if address != self.address:
+            self.address = address
+            self.sampler.announce(MyAddress=address, StartdIpAddr=address)
+
+    def _daemon_ad(self) -> ClassAd:
+        """The engine's daemon ad with what the daemon knows of itself (ResMgr::publish_daemon_ad adds
+        DaemonCore's address and self-monitoring figures)."""
+        assert self.engine is not None
+        ad = self.engine.daemon_ad()
+        for key, value in self.sampler.daemon_attrs().items():
+            ad[key] = value
+        return ad
 
     # -- the driver ----------------------------------------------------------------------------------
 
@@ -271,7 +317,7 @@ class DaemonLoop:
                 log.info("every slot is idle: shutting down")
                 self._stop_requested.set()
         if ads_changed:
-            conn.set_daemon_ad(self.engine.daemon_ad())
+            conn.set_daemon_ad(self._daemon_ad())
         return follow
 
     def _emit(self, event: dict[str, Any]) -> None:
@@ -319,9 +365,10 @@ class DaemonLoop:
                 # The engine has no input for "the job never started": it hears of an exit without an
                 # exit code, and the reason travels in the exit event.
                 self.metrics.inc("jobs_start_failed")
-                log.error("job could not be started", slot=out.slot, reason=e.reason)
+                reason = _without_secret(e.reason, out.claim_id)  # it goes to the log and the events topic
+                log.error("job could not be started", slot=out.slot, reason=reason)
                 return [ev.JobExited(now=time.time(), claim_id=out.claim_id, exit_code=None,
-                                     usage={"reason": e.reason, "start_error": True}, final_update=False)]
+                                     usage={"reason": reason, "start_error": True}, final_update=False)]
             self.metrics.inc("jobs_started")
             log.info("job started", slot=out.slot, pid=handle.pid)
             self._spawn(self._watch_job(handle), f"job-{handle.pid}")
@@ -369,13 +416,15 @@ class DaemonLoop:
     # -- commands ------------------------------------------------------------------------------------
 
     async def _on_command(self, cmd: msg.BaseCommand) -> msg.ReplyMessage:
-        assert self.engine is not None
+        if self.engine is None:
+            return msg.error_reply(cmd.request_id, "the startd is starting", command=cmd.command)
         self.metrics.inc("commands")
         if isinstance(cmd, msg.QueryCommand):
             ads = {s: self.engine.slot_ad(s) for s in self.engine.slot_names()}
             return msg.query_reply(cmd, ads, now=time.time())
         try:
-            inp = msg.to_engine_input(cmd, time.time(), load_config=self._load_for_reconfig)
+            inp = msg.to_engine_input(cmd, time.time(), claim_id_factory=self.claim_ids,
+                                      load_config=self._load_for_reconfig)
         except msg.CommandError as e:
             log.warning("command refused", command=cmd.command, reason=str(e))
             return msg.error_reply(cmd.request_id, str(e), command=cmd.command)
@@ -413,6 +462,7 @@ class DaemonLoop:
                 self.transport.reconfigure(self.knobs)
             except ValueError as e:
                 log.error("authorization knobs not usable, keeping the previous ones", error=str(e))
+            self._adopt_address()
         await self.cron.reconfigure(new)
         self._next_publish = min(self._next_publish, time.time() + self.update_interval)
         self._wake()
@@ -509,4 +559,4 @@ class DaemonLoop:
         conn = self.transport.connection
         for s in self.engine.slot_names():
             conn.publish_ad(s, self.engine.slot_ad(s), force=force)
-        conn.set_daemon_ad(self.engine.daemon_ad())
+        conn.set_daemon_ad(self._daemon_ad())

@@ -27,6 +27,7 @@ class CustomResource:
     count: float
     detected: float
     ids: tuple[str, ...] = ()
+    offline: tuple[str, ...] = ()  # OFFLINE_MACHINE_RESOURCE_<name>: the detected ids taken offline
 
 
 @dataclass
@@ -106,13 +107,14 @@ def machine_resources(conf: Knobs) -> dict[str, CustomResource]:
             raise config_error(conf, knob, f"a resource count cannot be negative, got {text!r}")
         offline = set(split_list(conf.get(f"OFFLINE_MACHINE_RESOURCE_{name}") or ""))
         detected = count
+        gone = tuple(i for i in ids if i in offline)
         if ids and offline:
             ids = tuple(i for i in ids if i not in offline)
             count = float(len(ids))
         key = next((k for k in out if k.lower() == name.lower()), None)
         if key is not None:
             continue  # listed twice
-        out[name] = CustomResource(name=name, count=count, detected=detected, ids=ids)
+        out[name] = CustomResource(name=name, count=count, detected=detected, ids=ids, offline=gone)
     return out
 
 

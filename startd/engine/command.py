@@ -472,6 +472,7 @@ class Engine(ResMgr):
             self._build_static_ad(s)
             self._changed.add(s.name)
         self._refresh_duty()
+        self._last_reconfig = self.now
         self._reply(inp, "reconfig", True)
         self.eval_all(self.now)
         return None

@@ -128,9 +128,12 @@ def read_policy(conf: Any) -> PolicyKnobs:
     # HTCondor publishes these two with their defaults when the configuration leaves them out.
     nodes.setdefault("MaxJobRetirementTime", Literal(0))
     nodes.setdefault("MachineMaxVacateTime", Literal(600))
+    nodes.setdefault("CpuBusy", Literal(False))  # ResMgr::init_config_classad
     latch: list[tuple[str, Node | None]] = []
     policy_names = [a for _, a in POLICY_ATTRS]
-    for name in (conf.get("STARTD_LATCH_EXPRS") or "").replace(",", " ").split():
+    # Resource::publish_static: STARTD_LATCH_EXPRS, then SYSTEM_STARTD_LATCH_EXPRS (NumDynamicSlots)
+    latch_names = f'{conf.get("STARTD_LATCH_EXPRS") or ""} {conf.get("SYSTEM_STARTD_LATCH_EXPRS") or ""}'
+    for name in dict.fromkeys(latch_names.replace(",", " ").split()):
         node = _lenient(conf, name)
         if node is not None and name not in policy_names:
             nodes.setdefault(name, node)

@@ -15,7 +15,6 @@ from typing import Any
 from ..classad import ClassAd
 from ..classad.ast import Node
 from ..classad.jsonform import value_to_json_obj
-from ..classad.values import UNDEFINED
 from ..qube import duty_attrs
 from .. import slots as _slots
 from ..slots import DynamicSlotIds, MachineLayout, Resources, SlotDef
@@ -53,6 +52,7 @@ class ResMgr(Draining):
         self.utc_offset = utc_offset
         self.now = float(host.now)
         self._start_time = self.now
+        self._last_reconfig = self.now  # DaemonLastReconfigTime
         self.machine = machine or conf.get("FULL_HOSTNAME") or "localhost"
         self.daemon_name = valid_daemon_name(conf.get("STARTD_NAME"), self.machine)
         self._host = host
@@ -62,7 +62,8 @@ class ResMgr(Draining):
         self._kbd_active = bool(host.keyboard_active)
         self._owner_load_total = float(host.load_avg or 0.0)
         self._extra: dict[str, Any] = dict(host.extra)
-        self._bench: dict[str, Any] = {"Mips": UNDEFINED, "KFlops": UNDEFINED, "LastBenchmark": 0}
+        # MachAttributes: KFlops and Mips are published once the benchmarks have measured them
+        self._bench: dict[str, Any] = {"LastBenchmark": 0}
         self._benchmarking = False
         self._backfill_running = False
         self._backfill_users: set[str] = set()

@@ -117,6 +117,7 @@ class ResourceBase:
     _drain_expect: dict[str, int]
     _stats: StartdStats
     _start_time: float
+    _last_reconfig: float
     _draining_badput: int
     _drain_how: str
     _drain_reason: str

@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from ..classad import ClassAd, Expr
-from ..classad.ast import Literal, Node
+from ..classad.ast import Literal
 from ..classad.evaluate import evaluate_node
 from ..classad.values import UNDEFINED
 from .. import slots as _slots
@@ -66,7 +66,7 @@ _INT_MAX = 2**31 - 1
 _HIBERNATION_OFF: dict[str, Any] = {
     "HibernationLevel": 0, "HibernationSupportedStates": "", "CanHibernate": False,
     "IsWakeOnLanSupported": False, "IsWakeOnLanEnabled": False, "IsWakeAble": False,
-    "WakeOnLanSupportedFlags": "NONE", "WakeOnLanEnabledFlags": "NONE"}
+    "WakeOnLanSupportedFlags": "NONE", "WakeOnLanEnabledFlags": "NONE", "HibernationState": "NONE"}
 
 
 def public_claim_id(claim_id: str) -> str:
@@ -109,6 +109,7 @@ class SlotAds(ResourceBase):
         ad["CondorVersion"] = CONDOR_VERSION
         ad["IsLocalStartd"] = self.knobs.is_local
         ad["TimeToLive"] = _INT_MAX  # ResMgr::time_to_live without STARTD_NOCLAIM_SHUTDOWN
+        ad["HasVM"] = False  # VMUniverseMgr::publish: no VM universe here
         ad["Unhibernate"] = Expr(self.knobs.unhibernate)
         for k, v in _HIBERNATION_OFF.items():
             ad[k] = v
@@ -217,6 +218,7 @@ class SlotAds(ResourceBase):
                         del ad[a]
                 slot.claim_published = None
             ad["CurrentRank"] = 0.0
+            ad["NumPids"] = 0  # Claim::publish: the unclaimed slot's Client has no processes
             ad["RetirementTimeRemaining"] = 0
         else:
             pre = slot.pre
@@ -233,6 +235,17 @@ class SlotAds(ResourceBase):
                     ad[name] = int(secs)
                 elif name in ad:
                     del ad[name]
+            ad["NumPids"] = int(c.extra.get("NumPids", 1 if c.pid is not None else 0) or 0)  # Claim::publish
+            if c.active and slot.state == State.CLAIMED:  # Claim::publish and publish_dynamic, while a job runs
+                usage = c.extra
+                ad["ImageSize"] = int(usage.get("ImageSize", 0) or 0)
+                ad["CpusUsage"] = float(usage.get("CpusUsage", 0.0) or 0.0)
+                if c.pid:
+                    ad["JobPid"] = int(c.pid)
+            else:
+                for a in ("CpusUsage", "JobPid"):
+                    if a in ad:
+                        del ad[a]
             # Resource::publish_dynamic: the claim's public id and lease end while Claimed only
             if slot.state == State.CLAIMED:
                 ad["PublicClaimId"] = public_claim_id(c.id)
@@ -342,7 +355,13 @@ class SlotAds(ResourceBase):
         self._stats.publish(ad)
         self._stats.tick(now)
         ad["LastHeardFrom"] = now
-        ad["DaemonStartTime"] = int(self._start_time)
+        start = self._extra.get("DaemonStartTime")  # the daemon's own, when its shell reports it
+        ad["DaemonStartTime"] = start if isinstance(start, int) else int(self._start_time)
+        ad["DaemonLastReconfigTime"] = int(self._last_reconfig)
+        # HAVE_JOB_HOOKS: the fetch-work times, on every slot
+        ad["LastFetchWorkSpawned"] = int(slot.fetch_spawned)
+        ad["LastFetchWorkCompleted"] = int(slot.fetch_done or 0)
+        ad["NextFetchWorkDelay"] = slot.next_fetch_delay
 
     def _merge_cron(self, slot: Slot) -> bool:
         """Merge startd cron's named ads into ``slot``'s ad; True when the ad changed."""

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..config.host import host_macros
 from .cpuflags import processor_facts
+from .netadapter import adapter_facts
 from .machattrs import (
     condor_platform,
     detected_disk_kb,
@@ -305,6 +306,7 @@ def _static_facts() -> dict[str, Any]:
     if sys.platform == "linux" and has_unpriv_user_namespace():
         facts["HasUserNamespaces"] = True
     facts["CondorPlatform"] = condor_platform(macros)
+    facts.update(adapter_facts())  # NetworkAdapterBase::publish: HardwareAddress, SubnetMask
     return facts
 
 

@@ -4,6 +4,11 @@ A sample costs a handful of small reads (/proc/loadavg, utmp, /proc/interrupts, 
 free disk and virtual memory change slowly and are refreshed only every ``slow_interval`` seconds,
 and the static facts are read once. Nothing here walks the process table: HTCondor's own share of
 the load comes from the starter through ``condor_load``.
+
+Each key of a sample's ``extra`` lands in every slot ad, and a sample that carries any republishes every
+slot ad, so ``extra`` carries only news: the facts once (with DaemonStartTime), the daemon's own
+attributes (:meth:`Sampler.announce`: MyAddress, StartdIpAddr) when they change, and DaemonCore's self
+monitoring (:class:`~startd.host.selfmon.SelfMonitor`) when its timer is due.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from .facts import (
     virtual_memory_kb,
 )
 from .idle import IdleDetector
+from .selfmon import SelfMonitor
 
 #: The HostSample fields an override may replace (see :meth:`Sampler.override`).
 _SAMPLE_FIELDS = ("load_avg", "keyboard_idle", "console_idle", "memory", "disk", "swap", "cpus")
@@ -31,8 +37,11 @@ _SAMPLE_FIELDS = ("load_avg", "keyboard_idle", "console_idle", "memory", "disk",
 class Sampler:
     """Measures the machine for the startd's policy evaluation.
 
-    The first sample's ``extra`` carries the machine's facts (Arch, OpSys, CpuModel ...); later
-    samples carry only what changed there (nothing, unless facts are refreshed or overridden).
+    The first sample's ``extra`` carries the machine's facts (Arch, OpSys, CpuModel ...), and with a
+    ``self_monitor`` DaemonStartTime and the first self-monitoring figures; later samples carry only what
+    changed there: announced attributes that changed, the self-monitoring figures each time the monitor's
+    timer is due (every STATISTICS_WINDOW_QUANTUM seconds), overrides, or everything again after
+    :meth:`refresh_facts`.
 
     ``condor_load`` returns the current total CondorLoadAvg of running jobs (the starter's
     :meth:`~startd.starter.Starter.total_condor_load`); the sample's ``load_avg`` is the load left
@@ -49,6 +58,7 @@ class Sampler:
         condor_load: Callable[[], float] | None = None,
         slow_interval: float = 30.0,
         idle: IdleDetector | None = None,
+        self_monitor: SelfMonitor | None = None,
     ) -> None:
         self.execute_dir = Path(execute_dir) if execute_dir is not None else None
         self.reserved_disk_kb = reserved_disk_kb
@@ -59,7 +69,10 @@ class Sampler:
         self._slow_at: float | None = None
         self._disk = 0
         self._swap = 0
+        self.self_monitor = self_monitor
         self._overrides: dict[str, Any] = {}
+        self._announced: dict[str, Any] = {}  # the daemon's own attributes (MyAddress ...)
+        self._announce_due: set[str] = set()  # ... that the next sample must carry
         self._facts_sent = False
         self.last: HostSample | None = None
         self.total_load = 0.0  # TotalLoadAvg of the last sample
@@ -68,9 +81,10 @@ class Sampler:
     # -- static facts ----------------------------------------------------------------------------
 
     def machine_facts(self) -> dict[str, Any]:
-        """Arch, OpSys, OpSysAndVer, CpuModel, DetectedCpus, DetectedMemory ... (read once)."""
+        """Arch, OpSys, OpSysAndVer, CpuModel, DetectedCpus, DetectedMemory ..., and DetectedDisk and
+        HasRotationalScratch of the EXECUTE directory (read once)."""
         if self._facts is None:
-            self._facts = machine_facts()
+            self._facts = machine_facts(execute_dir=self.execute_dir)
         return dict(self._facts)
 
     def refresh_facts(self) -> None:
@@ -78,6 +92,7 @@ class Sampler:
         sample carries them again."""
         self._facts = None
         self._facts_sent = False
+        self._announce_due.update(self._announced)
 
     # -- measurements ----------------------------------------------------------------------------
 
@@ -105,6 +120,28 @@ class Sampler:
     def clear_overrides(self) -> None:
         self._overrides.clear()
 
+    def announce(self, **attrs: Any) -> None:
+        """Attributes of the daemon itself (``MyAddress="<...>"``) for every slot ad: the next sample
+        carries those whose value changed, later samples nothing more until they change again; ``None``
+        forgets one (the ads keep its last value)."""
+        for key, val in attrs.items():
+            if val is None:
+                self._announced.pop(key, None)
+                self._announce_due.discard(key)
+            elif key not in self._announced or (type(self._announced[key]), self._announced[key]) != (type(val), val):
+                self._announced[key] = val
+                self._announce_due.add(key)
+
+    def daemon_attrs(self) -> dict[str, Any]:
+        """What the daemon publishes of itself, for its daemon ad as well: DaemonStartTime, the
+        announced attributes and the last self-monitoring figures."""
+        out: dict[str, Any] = {}
+        if self.self_monitor is not None:
+            out["DaemonStartTime"] = int(self.self_monitor.start_time)
+            out.update(self.self_monitor.export())
+        out.update(self._announced)
+        return out
+
     def sample(self, now: float | None = None) -> HostSample:
         """Measure the machine at ``now`` (default: the wall clock)."""
         if now is None:
@@ -125,7 +162,16 @@ class Sampler:
         extra: dict[str, Any] = {}
         if not self._facts_sent:
             extra.update(facts)
+            if self.self_monitor is not None:
+                extra["DaemonStartTime"] = int(self.self_monitor.start_time)
             self._facts_sent = True
+        for key in sorted(self._announce_due):
+            extra[key] = self._announced[key]
+        self._announce_due.clear()
+        if self.self_monitor is not None:
+            monitored = self.self_monitor.poll(now)
+            if monitored is not None:
+                extra.update(monitored)
         values: dict[str, Any] = {
             "load_avg": max(0.0, total_load - condor),
             "keyboard_idle": keyboard,

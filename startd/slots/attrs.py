@@ -91,6 +91,8 @@ def resource_attrs(slot: SlotDef, layout: MachineLayout, resources: Resources | 
         out[f"Total{name}"] = _whole(res.count)
         out[name] = int(now.get(name))
         out[f"TotalSlot{name}"] = int(slot.resources.get(name))
+        if res.offline:  # MachAttributes::publish_common_dynamic: Offline<name>, every slot
+            out[f"Offline{name}"] = ",".join(res.offline)
         if res.ids:
             ids = _assigned_ids(slot, name)
             if ids is not None:

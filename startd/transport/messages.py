@@ -341,18 +341,45 @@ def fingerprint(cmd: BaseCommand) -> str:
 # --- to and from the engine ---------------------------------------------------------------------
 
 
-def new_claim_id(prefix: str = "") -> str:
-    """An unguessable claim id: 192 random bits, HTCondor-like ``#``-separated so logs stay familiar."""
-    return f"{prefix}#{secrets.token_urlsafe(24)}" if prefix else secrets.token_urlsafe(24)
+#: Bytes of a claim's secret: SEC_SESSION_KEY_LENGTH_V9, written in hex as randomHexKey writes it.
+CLAIM_SECRET_BYTES = 32
+
+
+def new_claim_id(sinful: str = "", startd_birth: float = 0, sequence: int = 0) -> str:
+    """A claim id in HTCondor's form (claim.cpp, newIdString): ``<sinful>#<startd birth>#<sequence>#<secret>``.
+
+    ``sinful`` is the startd's address, ``startd_birth`` when it started (whole seconds), ``sequence`` the
+    claim's number in this life of the startd, and the secret 256 random bits in hex (secrets.token_hex).
+    Everything before the last ``#`` is public (ClaimIdParser::publicClaimId shows it with ``#...``); the
+    secret after it makes the id a capability."""
+    return f"{sinful}#{int(startd_birth)}#{int(sequence)}#{secrets.token_hex(CLAIM_SECRET_BYTES)}"
+
+
+class ClaimIdFactory:
+    """The startd's claim ids: :func:`new_claim_id` with its address (a string, or a callable asked each
+    time, so an address that changes is followed) and birth time, and a sequence that counts up from 1,
+    as newIdString's static sequence_num does."""
+
+    def __init__(self, sinful: str | Callable[[], str], startd_birth: float) -> None:
+        self._sinful = sinful
+        self.startd_birth = int(startd_birth)
+        self.sequence = 0
+
+    def __call__(self) -> str:
+        self.sequence += 1
+        sinful = self._sinful() if callable(self._sinful) else self._sinful
+        return new_claim_id(sinful, self.startd_birth, self.sequence)
 
 
 def to_engine_input(cmd: BaseCommand, now: float, *, claim_id_factory: Callable[[], str] = new_claim_id,
                     load_config: Callable[[str | None], Any] | None = None) -> ev.Command | None:
     """The engine input a command stands for, with ``request=cmd`` so the engine's Reply leads back to it.
 
-    ``query`` is answered by the shell from the engine's ads (see :func:`query_reply`): None. ``reconfig``
-    needs ``load_config(text)`` to read and validate the new configuration (it may raise; the error
-    becomes the reply). Raises :class:`CommandError` when a command cannot be turned into an input.
+    ``request_claim`` gets a new claim id from ``claim_id_factory`` (the daemon passes its
+    :class:`ClaimIdFactory`). ``query`` is answered by the shell from the engine's ads (see
+    :func:`query_reply`): None. ``reconfig`` needs ``load_config(text)`` to read and validate the new
+    configuration (it may raise; the error becomes the reply). Raises :class:`CommandError` when a command
+    cannot be turned into an input.
     """
     match cmd:
         case QueryCommand():
