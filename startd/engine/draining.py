@@ -101,7 +101,9 @@ class Draining(StartdHookMgr):
         drained = True
         unclaimed = 0
         for s in self.slots.values():
-            unclaimed += s.history.draining_unclaimed_now(s.state, int(s.entered_activity), int(now))
+            h = s.history
+            if h.draining_unclaimed or h.avg_draining:
+                unclaimed += h.draining_unclaimed_now(s.state, int(s.entered_activity), int(now))
             c = s.claim
             if c is None or not c.active:
                 continue  # no job: nothing to lose, nothing to wait for

@@ -314,7 +314,9 @@ class SlotAds(ResourceBase):
             if node is not None:
                 v = evaluate_node(node, slot.ad, None, now)
             else:
-                v = slot.ad.evaluate(name, now=now)
+                own = slot.ad.get_node(name)  # an attribute of the ad (NumDynamicSlots), often a literal
+                v = own.value if isinstance(own, Literal) else (
+                    None if own is None else slot.ad.evaluate(name, now=now))
             iv: Any
             if v is True or v is False:
                 iv = int(v)
@@ -323,6 +325,8 @@ class SlotAds(ResourceBase):
             else:
                 iv = None
             prev = slot.latches.get(name)
+            if iv is None and prev is not None and prev[0] is None:
+                continue  # still undefined: its attributes are already gone
             if prev is None or prev[0] != iv:
                 slot.latches[name] = (iv, now)
             value, when = slot.latches[name]
