@@ -51,6 +51,7 @@ from .daemon_config import (
 )
 from .engine import Engine
 from .engine import events as ev
+from .engine.claim import public_claim_id
 from .host import Sampler
 from .host.selfmon import SelfMonitor
 from .metrics import Metrics
@@ -76,10 +77,9 @@ _POLLED_STATES = frozenset({"Claimed", "Preempting", "Backfill"})
 def _without_secret(text: str, claim_id: str) -> str:
     """``text`` with the claim id shown as HTCondor logs one (ClaimIdParser::publicClaimId: the part before
     the last ``#``, then ``#...``), so that no claim's secret reaches a log or a published event."""
-    cut = claim_id.rfind("#")
     if not claim_id or claim_id not in text:
         return text
-    return text.replace(claim_id, claim_id[:cut] + "#..." if cut > 0 else "...")
+    return text.replace(claim_id, public_claim_id(claim_id) or "...")
 
 
 # --- the event log -------------------------------------------------------------------------------------

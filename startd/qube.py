@@ -470,6 +470,11 @@ def parse(text: str, *, side: str = "machine") -> Expr:
 _PREFIX_RE = re.compile(r"\s*qube:", re.IGNORECASE)
 
 
+def is_qube(value: str) -> bool:
+    """True for a configuration value written in Qube! syntax (after a ``qube:`` prefix)."""
+    return _PREFIX_RE.match(value) is not None
+
+
 def policy_expr(value: str, *, side: str = "machine") -> Expr:
     """A configuration value as an expression: Qube! syntax after a ``qube:`` prefix, else ClassAd syntax.
 

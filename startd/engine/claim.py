@@ -10,6 +10,13 @@ from ..classad import ClassAd
 VANILLA_UNIVERSE = 5
 
 
+def public_claim_id(claim_id: str) -> str:
+    """ClaimIdParser::publicClaimId: the claim id up to its last '#', followed by "#..." (the secret part
+    never shows); empty for an id without a '#'."""
+    cut = claim_id.rfind("#")
+    return claim_id[:cut] + "#..." if cut > 0 else ""
+
+
 @dataclass(slots=True)
 class Claim:
     """One claim (HTCondor's ``Claim``). Times are seconds since the epoch."""
@@ -97,6 +104,11 @@ class Claim:
     def universe(self) -> int | None:
         v = self.job.evaluate("JobUniverse")
         return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    @property
+    def num_pids(self) -> int:
+        """The job's process count as the starter last reported it (one while a job runs, by default)."""
+        return int(self.extra.get("NumPids", 1 if self.pid is not None else 0) or 0)
 
     @property
     def owner(self) -> str | None:

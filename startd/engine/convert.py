@@ -31,6 +31,11 @@ def as_int(v: Any) -> int | None:
     return None
 
 
+def knob_true(conf: Any, name: str) -> bool:
+    """A boolean knob spelt true/t/yes/1 (any case); anything else, or unset, is false."""
+    return (conf.get(name) or "").strip().lower() in ("true", "1", "yes", "t")
+
+
 def knob_number(conf: Any, name: str) -> float | None:
     """A numeric knob (a ClassAd expression such as ``5 * 60`` is allowed), or None when unset or not a
     number, as param_integer falls back to the default."""

@@ -217,7 +217,7 @@ def job_info(c: Claim) -> dict[str, Any]:
     info: dict[str, Any] = {"JobState": "Suspended" if c.job_state == "suspended" else "Running"}
     if c.pid is not None:
         info["JobPid"] = c.pid
-    info["NumPids"] = int(c.extra.get("NumPids", 1 if c.pid is not None else 0) or 0)
+    info["NumPids"] = c.num_pids
     if c.job_start is not None:
         info["JobStartDate"] = int(c.job_start)
     for k in ("RemoteSysCpu", "RemoteUserCpu", "ImageSize"):

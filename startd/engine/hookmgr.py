@@ -86,12 +86,6 @@ class StartdHookMgr(Claiming):
         self._publish_fetch(slot)
         return slot.next_fetch_delay
 
-    def _publish_fetch(self, slot: Slot) -> None:
-        """Resource::publish_dynamic's fetch-work times."""
-        slot.ad["LastFetchWorkSpawned"] = int(slot.fetch_spawned)
-        slot.ad["LastFetchWorkCompleted"] = int(slot.fetch_done or 0)
-        slot.ad["NextFetchWorkDelay"] = slot.next_fetch_delay
-
     def _reset_fetch_timer(self, slot: Slot) -> None:
         delay = self._fetch_delay(slot)
         slot.fetch_at = self.now + (delay if delay > 0 else 1)

@@ -15,8 +15,8 @@ from typing import Any
 from ..classad.ast import Literal, Node
 from ..classad.parser import ClassAdSyntaxError, parse_node
 from ..config.errors import ConfigError
-from ..qube import PREFIX as QUBE_PREFIX, policy_expr, qube_knob_attrs
-from .convert import knob_number
+from ..qube import is_qube, policy_expr, qube_knob_attrs
+from .convert import knob_number, knob_true
 
 # Configuration knobs copied into every slot ad, under the attribute names HTCondor gives them.
 POLICY_ATTRS: tuple[tuple[str, str], ...] = (
@@ -156,7 +156,7 @@ def read_policy(conf: Any) -> PolicyKnobs:
             over["SlotWeight"] = weight
         if over:
             by_type[t] = {**nodes, **over}
-    enable = (conf.get("ENABLE_BACKFILL") or "false").strip().lower() in ("true", "1", "yes", "t")
+    enable = knob_true(conf, "ENABLE_BACKFILL")
     return PolicyKnobs(
         nodes=nodes,
         latch=latch,
@@ -178,7 +178,6 @@ def read_policy(conf: Any) -> PolicyKnobs:
                            or (conf.get("STARTD_SLOT_EXPRS") or "").strip()),
         by_type=by_type,
         unhibernate=_lenient(conf, "UNHIBERNATE") or parse_node(UNHIBERNATE_DEFAULT),
-        is_local=(conf.get("IS_LOCAL_STARTD") or "").strip().lower() in ("true", "1", "yes"),
-        qube_duty=bool(qube_knob_attrs(conf)) or any(
-            (conf.get(k) or "").lstrip().lower().startswith(QUBE_PREFIX) for k, _ in POLICY_ATTRS),
+        is_local=knob_true(conf, "IS_LOCAL_STARTD"),
+        qube_duty=bool(qube_knob_attrs(conf)) or any(is_qube(conf.get(k) or "") for k, _ in POLICY_ATTRS),
     )

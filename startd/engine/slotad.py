@@ -14,7 +14,7 @@ from ..classad.evaluate import evaluate_node
 from ..classad.values import UNDEFINED
 from .. import slots as _slots
 from .. import CONDOR_VERSION
-from .claim import Claim
+from .claim import Claim, public_claim_id
 from .resource import REQ, ResourceBase, Slot
 from .states import State
 
@@ -67,13 +67,6 @@ _HIBERNATION_OFF: dict[str, Any] = {
     "HibernationLevel": 0, "HibernationSupportedStates": "", "CanHibernate": False,
     "IsWakeOnLanSupported": False, "IsWakeOnLanEnabled": False, "IsWakeAble": False,
     "WakeOnLanSupportedFlags": "NONE", "WakeOnLanEnabledFlags": "NONE", "HibernationState": "NONE"}
-
-
-def public_claim_id(claim_id: str) -> str:
-    """ClaimIdParser::publicClaimId: the claim id up to its last '#', followed by "#..." (the secret part
-    never shows); empty for an id without a '#'."""
-    cut = claim_id.rfind("#")
-    return claim_id[:cut] + "#..." if cut > 0 else ""
 
 
 class SlotAds(ResourceBase):
@@ -235,7 +228,7 @@ class SlotAds(ResourceBase):
                     ad[name] = int(secs)
                 elif name in ad:
                     del ad[name]
-            ad["NumPids"] = int(c.extra.get("NumPids", 1 if c.pid is not None else 0) or 0)  # Claim::publish
+            ad["NumPids"] = c.num_pids  # Claim::publish
             if c.active and slot.state == State.CLAIMED:  # Claim::publish and publish_dynamic, while a job runs
                 usage = c.extra
                 ad["ImageSize"] = int(usage.get("ImageSize", 0) or 0)
@@ -340,6 +333,13 @@ class SlotAds(ResourceBase):
             if not literal_or_attr:
                 slot.ad[f"{name}Value"] = value
 
+    def _publish_fetch(self, slot: Slot) -> None:
+        """Resource::publish_dynamic's fetch-work times."""
+        slot.ad["LastFetchWorkSpawned"] = int(slot.fetch_spawned)
+        slot.ad["LastFetchWorkCompleted"] = int(slot.fetch_done or 0)
+        slot.ad["NextFetchWorkDelay"] = slot.next_fetch_delay
+
+
     def _current_ad(self, slot: Slot) -> ClassAd:
         """A copy of the slot's ad as published now (Resource::publish_single_slot_ad for a query or an
         update): the claim's clocks, the state history, the statistics and the clocks brought up to date."""
@@ -362,10 +362,7 @@ class SlotAds(ResourceBase):
         start = self._extra.get("DaemonStartTime")  # the daemon's own, when its shell reports it
         ad["DaemonStartTime"] = start if isinstance(start, int) else int(self._start_time)
         ad["DaemonLastReconfigTime"] = int(self._last_reconfig)
-        # HAVE_JOB_HOOKS: the fetch-work times, on every slot
-        ad["LastFetchWorkSpawned"] = int(slot.fetch_spawned)
-        ad["LastFetchWorkCompleted"] = int(slot.fetch_done or 0)
-        ad["NextFetchWorkDelay"] = slot.next_fetch_delay
+        self._publish_fetch(slot)  # HAVE_JOB_HOOKS: on every slot
 
     def _merge_cron(self, slot: Slot) -> bool:
         """Merge startd cron's named ads into ``slot``'s ad; True when the ad changed."""

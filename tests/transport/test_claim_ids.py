@@ -6,6 +6,7 @@ import json
 import re
 
 from startd.engine import events as ev
+from startd.engine.claim import public_claim_id
 from startd.transport.messages import (CLAIM_COMMANDS, ClaimIdFactory, ReplyMessage, new_claim_id, parse_command,
                                        to_engine_input)
 
@@ -19,12 +20,6 @@ def split_claim_id(claim_id: str) -> tuple[str, str, str, str]:
     """(sinful, startd birth, sequence, secret): the sinful may itself hold '#', so split from the right."""
     sinful, birth, seq, secret = claim_id.rsplit("#", 3)
     return sinful, birth, seq, secret
-
-
-def public_claim_id(claim_id: str) -> str:
-    """ClaimIdParserLite::publicClaimId: everything up to the last '#', then "#..."."""
-    cut = claim_id.rfind("#")
-    return claim_id[:cut] + "#..." if cut > 0 else ""
 
 
 def test_new_claim_id_is_sinful_birth_sequence_and_a_hex_secret() -> None:
