@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cancel-drain": ("startd.transport.admin", "stop draining"),
     "reconfig": ("startd.transport.admin", "make the daemon read its configuration again"),
     "off": ("startd.transport.admin", "shut the daemon down, as condor_off does"),
+    "token": ("startd.tools.token", "create and list IDTOKENS, as condor_token_create and condor_token_list do"),
 }
 
 

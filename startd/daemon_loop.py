@@ -37,7 +37,6 @@ from typing import Any, Callable, Mapping, Protocol, TextIO
 
 import structlog
 
-from . import config as _config
 from . import events_json
 from .classad import ClassAd
 from .daemon_config import (
@@ -55,7 +54,8 @@ from .engine.claim import public_claim_id
 from .host import Sampler
 from .host.selfmon import SelfMonitor
 from .metrics import Metrics
-from .starter import JobHandle, OwnerPolicy, Starter, StartError
+from .starter import JobHandle, OwnerPolicy, Starter, StartError, slot_user_knob
+from .daemon_commands import CommandHandling
 from .transport import messages as msg
 from .transport.service import Transport
 
@@ -161,7 +161,7 @@ def _default_cron_runner() -> CronRunner:
 # --- the loop ------------------------------------------------------------------------------------------
 
 
-class DaemonLoop:
+class DaemonLoop(CommandHandling):
     """The startd's event loop: engine, starter, sampler, transport and cron runner, the driver that feeds the
     engine and carries out its outputs, the jobs, the commands and the clock. :class:`startd.daemon.Daemon`
     adds the start-up, SIGHUP, the shutdowns and the signal handlers around it."""
@@ -199,6 +199,7 @@ class DaemonLoop:
         self.shutting_down: str | None = None
         self.exit_code = 0
         self.leftovers_reaped: list[int] = []
+        self.owner_trust: dict[str, bool] = {}
 
     # -- set-up --------------------------------------------------------------------------------------
 
@@ -341,7 +342,7 @@ class DaemonLoop:
 
     # -- jobs ----------------------------------------------------------------------------------------
 
-    def _owner_policy(self, slot: str) -> OwnerPolicy:
+    def _owner_policy(self, slot: str, claim_id: str = "") -> OwnerPolicy:
         assert self.engine is not None
         cpus: int | None = None
         if slot in self.engine.slots:
@@ -349,7 +350,13 @@ class DaemonLoop:
             v = ad.evaluate("Cpus") if "Cpus" in ad else None
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 1:
                 cpus = int(v)
+        # The job's UidDomain is not compared here (uid_domain None): whether the sender may speak for the
+        # Owner, its UID_DOMAIN included, was decided when the command arrived (trust_owner).
         return OwnerPolicy(run_as_owner=_knob_bool(self.conf, "STARTER_ALLOW_RUNAS_OWNER", True),
+                           trust_owner=self.owner_trust.get(claim_id, True),
+                           slot_user=self.conf.get(slot_user_knob(slot)) or None,
+                           nobody_slot_user=self.conf.get("NOBODY_SLOT_USER") or None,
+                           dedicated_account_regexp=self.conf.get("DEDICATED_EXECUTE_ACCOUNT_REGEXP") or None,
                            slot_name=slot, cpus=cpus,
                            kill_family_on_soft_kill=_knob_bool(self.conf, "STARTD_SOFT_KILL_FAMILY", False))
 
@@ -360,7 +367,8 @@ class DaemonLoop:
             self._emit(events_json.job_event(t, out.slot, "start"))
             try:
                 handle = await self.starter.start(out.claim_id, out.job, self.dirs.execute,
-                                                  self._owner_policy(out.slot))
+                                                  self._owner_policy(out.slot, out.claim_id),
+                                                  label=public_claim_id(out.claim_id) or out.slot)
             except StartError as e:
                 # The engine has no input for "the job never started": it hears of an exit without an
                 # exit code, and the reason travels in the exit event.
@@ -412,45 +420,6 @@ class DaemonLoop:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("daemon task failed", task=task.get_name(), error=repr(task.exception()))
-
-    # -- commands ------------------------------------------------------------------------------------
-
-    async def _on_command(self, cmd: msg.BaseCommand) -> msg.ReplyMessage:
-        if self.engine is None:
-            return msg.error_reply(cmd.request_id, "the startd is starting", command=cmd.command)
-        self.metrics.inc("commands")
-        if isinstance(cmd, msg.QueryCommand):
-            ads = {s: self.engine.slot_ad(s) for s in self.engine.slot_names()}
-            return msg.query_reply(cmd, ads, now=time.time())
-        try:
-            inp = msg.to_engine_input(cmd, time.time(), claim_id_factory=self.claim_ids,
-                                      load_config=self._load_for_reconfig)
-        except msg.CommandError as e:
-            log.warning("command refused", command=cmd.command, reason=str(e))
-            return msg.error_reply(cmd.request_id, str(e), command=cmd.command)
-        if inp is None:
-            return msg.error_reply(cmd.request_id, f"'{cmd.command}' is not handled here", command=cmd.command)
-        if isinstance(inp, ev.Shutdown):
-            self.shutting_down = self.shutting_down or inp.how
-            log.info("shutdown requested", how=inp.how, by="command")
-        outputs = await self.feed(inp)
-        reply = next((o for o in outputs if isinstance(o, ev.Reply) and o.request is cmd), None)
-        if reply is None:
-            return msg.error_reply(cmd.request_id, "the engine gave no reply", command=cmd.command)
-        if isinstance(inp, ev.Reconfig):
-            if reply.accepted:
-                await self._adopt_config(inp.config, "command")
-            else:
-                log.error("reconfig refused, keeping the previous configuration", error=reply.error)
-        return msg.reply_from_engine(reply, cmd)
-
-    def _load_for_reconfig(self, text: str | None) -> Any:
-        """The configuration read again; ``text`` (from a reconfig command) is appended to it."""
-        if not text:
-            return _config.reload(self.conf)
-        path, base_text = getattr(self.conf, "origin", (None, None))
-        base = f"include : {path}\n" if path else (base_text or "")
-        return _config.load(text=base + "\n" + text + "\n")
 
     async def _adopt_config(self, new: Any, by: str) -> None:
         self.conf = new

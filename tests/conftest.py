@@ -8,12 +8,27 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
-from typing import AsyncIterator
+from typing import AsyncIterator, Iterator
 
 import pytest
 
 from brokerkit import MOSQUITTO_URL, clear_retained, embedded, mosquitto_answers, require_mosquitto
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """HOME for the whole run is a directory of its own: what falls back to ~/.startd (directories, the
+    signing key) or reads ~/.condor/tokens.d never touches the home of the user running the tests."""
+    home = tmp_path_factory.mktemp("home")
+    saved = os.environ.get("HOME")
+    os.environ["HOME"] = str(home)
+    yield
+    if saved is None:
+        os.environ.pop("HOME", None)
+    else:
+        os.environ["HOME"] = saved
 
 
 @pytest.fixture

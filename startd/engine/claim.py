@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,17 @@ def public_claim_id(claim_id: str) -> str:
     never shows); empty for an id without a '#'."""
     cut = claim_id.rfind("#")
     return claim_id[:cut] + "#..." if cut > 0 else ""
+
+
+#: The refusal of a command naming a claim that does not exist. It never repeats the id: a claim id is a
+#: capability, and a refusal may reach other eyes than the sender's (logs, a shared reply topic).
+UNKNOWN_CLAIM = "unknown claim id"
+
+
+def same_claim_id(stored: str, given: bytes) -> bool:
+    """Whether ``given`` (UTF-8) is the claim id ``stored``, compared in constant time: the secret part is
+    a capability, so the comparison must not stop at the first differing character."""
+    return hmac.compare_digest(stored.encode(), given)
 
 
 @dataclass(slots=True)

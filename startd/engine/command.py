@@ -18,7 +18,7 @@ from ..classad.evaluate import evaluate_node
 from ..classad.parser import ClassAdSyntaxError, parse_node
 from ..config.errors import ConfigError
 from .. import slots as _slots
-from .claim import Claim
+from .claim import UNKNOWN_CLAIM, Claim
 from .events import (ActivateClaim, BackfillExited, BenchmarksDone, CancelDrain, ContinueClaim, CronLoad, CronOutput,
                      DeactivateClaim, Drain, HookResult, HostSample, Input, JobCommand, JobExited, JobStarted, JobUsage,
                      Keepalive, Match, Output, Reconfig, ReleaseClaim, RequestClaim, Shutdown, SlotCreated,
@@ -56,7 +56,7 @@ class Engine(ResMgr):
         """The slot and current claim a command names; when there is none, the command is refused."""
         found = self._current_claim(inp.claim_id)
         if found is None:
-            self._reply(inp, cmd, False, f"unknown claim id {inp.claim_id!r}", inp.claim_id)
+            self._reply(inp, cmd, False, UNKNOWN_CLAIM, inp.claim_id)
         return found
 
     def _on_tick(self, inp: Tick) -> None:
@@ -213,7 +213,7 @@ class Engine(ResMgr):
         if not inp.claim_id:
             return self._reply(inp, cmd, False, "no claim id given", "", slot.name)
         if self._find_claim(inp.claim_id) is not None:
-            return self._reply(inp, cmd, False, f"claim id {inp.claim_id!r} is already in use", inp.claim_id,
+            return self._reply(inp, cmd, False, "that claim id is already in use", inp.claim_id,
                                slot.name)
         if self._shutdown is not None:
             return self._reply(inp, cmd, False, "the startd is shutting down", inp.claim_id, slot.name)
@@ -367,7 +367,7 @@ class Engine(ResMgr):
     def _on_release(self, inp: ReleaseClaim) -> None:
         found = self._find_claim(inp.claim_id)
         if found is None:
-            return self._reply(inp, "release_claim", False, f"unknown claim id {inp.claim_id!r}", inp.claim_id)
+            return self._reply(inp, "release_claim", False, UNKNOWN_CLAIM, inp.claim_id)
         slot, c, current = found
         if not current:
             if slot.pre is c:
@@ -393,7 +393,7 @@ class Engine(ResMgr):
     def _on_keepalive(self, inp: Keepalive) -> None:
         found = self._current_claim(inp.claim_id)
         if found is None or found[0].state not in (State.CLAIMED, State.PREEMPTING):
-            return self._reply(inp, "keepalive", False, f"unknown claim id {inp.claim_id!r}", inp.claim_id)
+            return self._reply(inp, "keepalive", False, UNKNOWN_CLAIM, inp.claim_id)
         slot, c = found
         c.alive(self.now, from_schedd=True)
         self._reply(inp, "keepalive", True, "", c.id, slot.name, lease_expires=c.lease_expires)
@@ -441,7 +441,7 @@ class Engine(ResMgr):
                     return self._reply(inp, "drain", False, f"draining check expression is false on {s.name}")
         on_completion = inp.on_completion or ("resume" if inp.resume_on_completion else "nothing")
         self._start_draining(inp.how, on_completion, inp.reason, start_node)
-        self._reply(inp, "drain", True, request_id=str(self._drain_id))
+        self._reply(inp, "drain", True, drain_id=str(self._drain_id))
         self._release_for_draining()
         return None
 

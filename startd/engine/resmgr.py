@@ -18,7 +18,7 @@ from ..classad.jsonform import value_to_json_obj
 from ..qube import duty_attrs
 from .. import slots as _slots
 from ..slots import DynamicSlotIds, MachineLayout, Resources, SlotDef
-from .claim import Claim
+from .claim import Claim, same_claim_id
 from .convert import knob_number
 from .cronhooks import CronAds
 from .events import AdChanged, HostSample, Output, Reply, ShutdownComplete, SlotCreated, SlotDeleted
@@ -129,17 +129,24 @@ class ResMgr(Draining):
         self._emit(Reply(self.now, getattr(inp, "request", None), command, ok, error, claim_id, slot, dict(data)))
 
     def _find_claim(self, claim_id: str) -> tuple[Slot, Claim, bool] | None:
-        """(slot, claim, is_current) for a claim id, current claims first."""
+        """(slot, claim, is_current) for a claim id, current claims first.
+
+        A claim id is a capability: every stored id is compared with the one given in constant time
+        (hmac.compare_digest), so how long a refusal takes says nothing about the secret."""
         if not claim_id:
             return None
+        given = claim_id.encode()
+        found: tuple[Slot, Claim, bool] | None = None
         for s in self.slots.values():
-            if s.claim is not None and s.claim.id == claim_id:
-                return s, s.claim, True
+            if s.claim is not None and same_claim_id(s.claim.id, given) and found is None:
+                found = s, s.claim, True
+        if found is not None:
+            return found
         for s in self.slots.values():
             for c in (s.pre, s.pending):
-                if c is not None and c.id == claim_id:
-                    return s, c, False
-        return None
+                if c is not None and same_claim_id(c.id, given) and found is None:
+                    found = s, c, False
+        return found
 
 
     def _add_slot(self, spec: SlotDef, parent: Slot | None, resources: Resources) -> Slot:

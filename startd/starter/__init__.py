@@ -18,6 +18,7 @@ from .env import (
 )
 from .family import FAMILY_ENV, JobCgroup, ProcessFamily
 from .os_proc import JobHandle, JobResult, OwnerPolicy, parse_signal
+from .runas import Account, Refusal, choose_account, job_account_name, slot_user_knob
 from .starter import Starter, StartError
 from .state import JobRecord, JobRegistry, reap_leftovers
 
@@ -26,6 +27,11 @@ __all__ = [
     "JobHandle",
     "JobResult",
     "OwnerPolicy",
+    "Account",
+    "Refusal",
+    "choose_account",
+    "job_account_name",
+    "slot_user_knob",
     "StartError",
     "parse_signal",
     "ProcessFamily",

@@ -9,7 +9,9 @@ Membership comes from the strongest source available:
   unless they call setsid(); plus the **descendants** of known members (psutil);
 * and, when it matters (killing, reaping a previous life), an **environment marker** every process
   of the job inherits (``_STARTD_FAMILY=<token>``), found in /proc/<pid>/environ, which catches
-  processes that left the session and were orphaned.
+  processes that left the session and were orphaned;
+* when the job runs under a **dedicated execute account** (DEDICATED_EXECUTE_ACCOUNT_REGEXP), every
+  process of that uid, as HTCondor's starter tracks such a family "by login".
 """
 
 from __future__ import annotations
@@ -160,6 +162,21 @@ def pids_with_marker(token: str) -> list[int]:
     return out
 
 
+def pids_of_uid(uid: int) -> list[int]:
+    """Processes whose effective uid is ``uid`` (the owner of /proc/<pid>). Never root's: no job's
+    family includes them."""
+    if uid <= 0:
+        return []
+    out: list[int] = []
+    for pid in _all_pids():
+        try:
+            if os.stat(f"/proc/{pid}").st_uid == uid:
+                out.append(pid)
+        except OSError:
+            continue
+    return out
+
+
 def _is_live(proc: psutil.Process) -> bool:
     try:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
@@ -181,8 +198,13 @@ class FamilyUsage:
 class ProcessFamily:
     """The processes of one job, for signalling and accounting."""
 
-    def __init__(self, root_pid: int, token: str, cgroup: JobCgroup | None = None) -> None:
+    def __init__(
+        self, root_pid: int, token: str, cgroup: JobCgroup | None = None, login_uid: int | None = None
+    ) -> None:
         self.root_pid = root_pid
+        # A dedicated execute account's uid: every process of it belongs to the job
+        # (JobInfoCommunicator::checkDedicatedExecuteAccounts, "Tracking process family by login").
+        self.login_uid = login_uid if login_uid is not None and login_uid > 0 else None
         self.sid = root_pid  # the job was started as a session leader
         self.token = token
         self.cgroup = cgroup
@@ -230,6 +252,8 @@ class ProcessFamily:
                     continue
         if thorough:
             found.update(pids_with_marker(self.token))
+        if self.login_uid is not None:
+            found.update(pids_of_uid(self.login_uid))
         found.discard(os.getpid())
         live: set[int] = set()
         for pid in found:

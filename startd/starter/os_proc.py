@@ -26,14 +26,32 @@ from .family import ProcessFamily
 
 @dataclass(frozen=True)
 class OwnerPolicy:
-    """How the daemon runs jobs.
+    """How the daemon runs jobs, and whom it runs them as (see :func:`~startd.starter.runas.choose_account`,
+    which follows HTCondor's ``JICShadow::initUserPriv``).
 
-    ``run_as_owner``: when the daemon is root, run each job as the user named by its ``Owner`` and
-    refuse the job when no such user exists; the job never runs as root. A daemon that is not root
-    runs every job as itself. ``slot_name`` and ``cpus`` fill ``_CONDOR_SLOT`` and the thread-count
-    variables (``cpus`` None: the job's RequestCpus, else 1). ``environment`` is added to every job's
-    environment (the job's own values win); ``kill_family_on_soft_kill`` sends the soft-kill signal to
-    every process instead of only the job's main process (HTCondor's behaviour).
+    A daemon that is not root runs every job as itself. A daemon that is root never runs a job as
+    root (uid 0 or gid 0): it runs the job as the account the job names (its ``OsUser``, else its
+    ``User``'s name, else its ``Owner``) when all of these hold, else as the slot's account:
+
+    * ``run_as_owner`` (STARTER_ALLOW_RUNAS_OWNER, default True) and the job's ``RunAsOwner``
+      (default True);
+    * ``trust_owner``: the identity that brought the job may speak for that account (False: the
+      job never runs as the account it names);
+    * the UID domain: ``uid_domain`` (UID_DOMAIN; None: not compared) equals the job's
+      ``UidDomain``, and the submitter is believed: ``peer_is_local`` under
+      ``trust_local_uid_domain`` (TRUST_LOCAL_UID_DOMAIN), or ``trust_uid_domain``
+      (TRUST_UID_DOMAIN), or ``submit_host`` (the submitting host's name) inside the domain.
+
+    The slot's account is ``slot_user`` (SLOT<N>_USER, the knob named by
+    :func:`~startd.starter.runas.slot_user_knob`), else ``nobody_slot_user`` (NOBODY_SLOT_USER),
+    else ``nobody``. An account whose name fully matches ``dedicated_account_regexp``
+    (DEDICATED_EXECUTE_ACCOUNT_REGEXP) is the job's alone: every process of its uid is killed with
+    the job. A named account that does not exist refuses the job.
+
+    ``slot_name`` and ``cpus`` fill ``_CONDOR_SLOT`` and the thread-count variables (``cpus`` None:
+    the job's RequestCpus, else 1). ``environment`` is added to every job's environment (the job's
+    own values win); ``kill_family_on_soft_kill`` sends the soft-kill signal to every process
+    instead of only the job's main process (HTCondor's behaviour).
     """
 
     run_as_owner: bool = True
@@ -41,6 +59,15 @@ class OwnerPolicy:
     cpus: int | None = None
     environment: Mapping[str, str] = field(default_factory=dict)
     kill_family_on_soft_kill: bool = False
+    trust_owner: bool = True
+    uid_domain: str | None = None
+    trust_uid_domain: bool = False
+    trust_local_uid_domain: bool = True
+    submit_host: str | None = None
+    peer_is_local: bool = False
+    slot_user: str | None = None
+    nobody_slot_user: str | None = None
+    dedicated_account_regexp: str | None = None
 
 
 @dataclass(frozen=True)
@@ -97,9 +124,16 @@ class JobHandle:
         sandbox: Path,
         kill_sig: int,
         policy: OwnerPolicy,
+        *,
+        key: str = "",
+        user: str = "",
     ) -> None:
         self._starter = starter
         self.claim_id = claim_id
+        #: The public name of this start (the sandbox's, the cgroup's, the state record's key).
+        self.key = key
+        #: The account the job runs as.
+        self.user = user
         self._popen = popen
         self.pid = popen.pid
         self.family = family

@@ -1,13 +1,18 @@
 """What the starter remembers on disk about running jobs, so that a daemon killed without warning can
 find and kill what its previous life left behind.
 
-The file ``starter-jobs.json`` in the daemon's state directory (its LOG or SPOOL) lists, per running
-job: the job's root pid and start time, its session id, its family marker, its cgroup and its sandbox,
-and the daemon (pid and start time) that started it. It is rewritten atomically on every change.
+The file ``starter-jobs.json`` in the daemon's state directory (its SPOOL) lists, per running job:
+the job's root pid and start time, its session id, its family marker, its cgroup and its sandbox,
+the uid of its dedicated execute account if it has one, and the daemon (pid and start time) that
+started it. It is rewritten atomically on every change, readable by the daemon's user only (0600 in
+a 0700 directory). It holds no claim's secret: a job is known by the public form of its claim id
+(ClaimIdParser::publicClaimId) and keyed by the name its start was given, which the sandbox and the
+cgroup share.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -19,14 +24,23 @@ from typing import Any
 
 import psutil
 
-from .family import FAMILY_ENV, JobCgroup, pids_in_session, pids_with_marker
+from ..engine.claim import public_claim_id
+from .family import (
+    FAMILY_ENV,
+    JobCgroup,
+    pids_in_session,
+    pids_of_uid,
+    pids_with_marker,
+)
 
 STATE_FILE = "starter-jobs.json"
 
 
 @dataclass
 class JobRecord:
-    claim_id: str
+    """One running job as the state file remembers it."""
+
+    public_claim_id: str  # never the claim id itself: its last '#'-part is a secret
     pid: int
     create_time: float  # the root process's start time, to tell it from a later process of that pid
     sid: int
@@ -35,6 +49,13 @@ class JobRecord:
     sandbox: str | None
     daemon_pid: int
     daemon_create_time: float
+    key: str = ""  # the public name of this start (in the sandbox's and the cgroup's names)
+    login_uid: int | None = None  # a dedicated execute account: all its processes are the job's
+
+    @property
+    def record_key(self) -> str:
+        """What the registry files the record under: its key, else (older records) its marker."""
+        return self.key or self.token
 
 
 def _process_create_time(pid: int) -> float | None:
@@ -53,21 +74,29 @@ class JobRegistry:
         self._records: dict[str, JobRecord] = {}
 
     def add(self, record: JobRecord) -> None:
-        self._records[record.claim_id] = record
+        self._records[record.record_key] = record
         self._write()
 
-    def remove(self, claim_id: str) -> None:
-        if self._records.pop(claim_id, None) is not None:
+    def remove(self, key: str) -> None:
+        """Forget the record filed under ``key`` (:attr:`JobRecord.record_key`)."""
+        if self._records.pop(key, None) is not None:
             self._write()
 
     def records(self) -> list[JobRecord]:
         return list(self._records.values())
 
     def _write(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        # The record names the job's processes, cgroup and sandbox: only the daemon's user reads it.
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.dir.stat().st_uid == os.geteuid():
+            os.chmod(self.dir, 0o700)
         tmp = self.path.with_suffix(".tmp")
         data = {"jobs": [asdict(r) for r in self._records.values()]}
-        with open(tmp, "w") as f:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()  # whatever is there (even a planted symlink) is not written through
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            os.fchmod(fd, 0o600)  # the umask cannot widen it, but make the mode exact
             json.dump(data, f, indent=1)
             f.flush()
             os.fsync(f.fileno())
@@ -83,6 +112,12 @@ def read_records(state_dir: str | os.PathLike[str]) -> list[JobRecord]:
         return []
     out: list[JobRecord] = []
     for item in data.get("jobs", []) if isinstance(data, dict) else []:
+        if not isinstance(item, dict):
+            continue
+        if "claim_id" in item:
+            # A record written before records held no secret: keep only the public form.
+            item = dict(item)
+            item.setdefault("public_claim_id", public_claim_id(str(item.pop("claim_id"))))
         try:
             out.append(JobRecord(**item))
         except TypeError:
@@ -109,6 +144,8 @@ def _leftover_pids(rec: JobRecord) -> set[int]:
         if _has_marker(pid, rec.token):
             pids.add(pid)
     pids.update(pids_with_marker(rec.token))
+    if rec.login_uid is not None:
+        pids.update(pids_of_uid(rec.login_uid))
     ct = _process_create_time(rec.pid)
     if ct is not None and abs(ct - rec.create_time) < 0.05:
         pids.add(rec.pid)
@@ -165,7 +202,7 @@ def reap_leftovers(state_dir: str | os.PathLike[str], timeout: float = 5.0) -> l
     if keep:
         reg = JobRegistry(state_dir)
         for rec in keep:
-            reg._records[rec.claim_id] = rec
+            reg._records[rec.record_key] = rec
         reg._write()
     else:
         try:

@@ -76,8 +76,9 @@ def run_drain(args: argparse.Namespace) -> int:
             cmd["check"] = args.check
         if args.start is not None:
             cmd["start"] = args.start
-        m, _ = await _command(target, args, cmd, _admin_target(args))
-        print(f"Sent request to drain {m} ({args.how})")
+        m, reply = await _command(target, args, cmd, _admin_target(args))
+        drain_id = reply.get("drain_id")
+        print(f"Sent request to drain {m} ({args.how})" + (f", request id {drain_id}" if drain_id else ""))
         return 0
 
     return _run(args, body)

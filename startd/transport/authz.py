@@ -1,23 +1,21 @@
-"""Who may send which command: HTCondor's authorization levels, keyed by MQTT user.
+"""The second layer of authorization: the MQTT user the broker authenticated.
 
-Each command needs a level (:data:`COMMAND_LEVELS`), as in HTCondor: reading ads needs READ; the
-negotiator's and schedd's claim protocol needs WRITE (HTCondor's DAEMON, folded into WRITE here);
-vacate, drain, reconfig and off need ADMINISTRATOR. Levels imply the ones below them, as HTCondor's
-ADMINISTRATOR implies WRITE and WRITE implies READ.
+The first layer is HTCondor's: the identity of the command's IDTOKEN, checked against ALLOW_*/DENY_* for
+the level :data:`COMMAND_PERMISSIONS` gives each command (:mod:`startd.security.authz`). This layer is
+for sites whose broker already authenticates its clients: it can further restrict which broker users may
+send which commands.
 
-Knobs (each a comma or space separated list of MQTT user names; ``*`` is everyone, ``anonymous`` a
-client that gave no user name; shell-style patterns such as ``schedd_*`` work too):
+Levels: reading ads needs READ; the claim protocol WRITE; vacate, drain, reconfig and off ADMINISTRATOR
+(each implies the ones below it). Knobs (each a comma or space separated list of MQTT user names; ``*``
+is everyone, ``anonymous`` a client that gave no user name; shell-style patterns such as ``schedd_*``):
 
 - ``STARTD_MQTT_READ_USERS``
 - ``STARTD_MQTT_WRITE_USERS`` (and ``STARTD_MQTT_DAEMON_USERS``, which grants the same)
 - ``STARTD_MQTT_ADMIN_USERS``
 
-A knob left unset defaults by where the broker is. On a loopback broker (the embedded one always is) only
-local processes can reach it, so an unset knob means ``*``: everything is allowed, as on a personal
-HTCondor. On any other broker, unset READ and WRITE mean ``*`` and unset ADMINISTRATOR means nobody, so
-administering a machine through a shared broker always takes an explicit decision.
-
-The identity is the MQTT user the broker authenticated. A subscriber cannot see who published a
+With none of the knobs set this layer restricts nothing (the token layer decides); once one is set, an
+unset READ or WRITE knob means everyone, and an unset ADMINISTRATOR knob everyone on a loopback broker and
+nobody on a shared one. A subscriber cannot see who published a
 message, so the user travels in the topic: a client with user name U publishes its commands on
 ``{root}/startd/{M}/command/U`` and an anonymous client on ``{root}/startd/{M}/command``. The broker must
 keep clients honest: the embedded broker does (see :mod:`startd.transport.broker`); for Mosquitto the
@@ -32,6 +30,8 @@ import re
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Mapping, Protocol
+
+from ..security.authz import Level as Permission
 
 ANONYMOUS = "anonymous"
 
@@ -59,6 +59,30 @@ COMMAND_LEVELS: dict[str, Level] = {
     "cancel_drain": Level.ADMINISTRATOR,
     "reconfig": Level.ADMINISTRATOR,
     "off": Level.ADMINISTRATOR,
+}
+
+#: The HTCondor authorization level each command needs (the first layer). The startd registers its
+#: claim commands at DAEMON (startd_main.cpp); here they need WRITE, as the startd's ClassAd commands
+#: (CA_CMD, CA_AUTH_CMD: claims a user makes for themselves) do, because ``startd submit`` is a user's own
+#: minimal schedd. What DAEMON adds is trust: only an identity allowed DAEMON may run a job as another
+#: Owner than itself (the daemon checks that on request_claim and activate_claim). MATCH_INFO needs
+#: NEGOTIATOR; vacate, drain, cancel_drain (command_vacate_all, command_drain_jobs), reconfig and off
+#: need ADMINISTRATOR.
+COMMAND_PERMISSIONS: dict[str, Permission] = {
+    "query": Permission.READ,
+    "match": Permission.NEGOTIATOR,
+    "request_claim": Permission.WRITE,
+    "activate_claim": Permission.WRITE,
+    "suspend_claim": Permission.WRITE,
+    "continue_claim": Permission.WRITE,
+    "deactivate_claim": Permission.WRITE,
+    "release_claim": Permission.WRITE,
+    "keepalive": Permission.WRITE,
+    "vacate": Permission.ADMINISTRATOR,
+    "drain": Permission.ADMINISTRATOR,
+    "cancel_drain": Permission.ADMINISTRATOR,
+    "reconfig": Permission.ADMINISTRATOR,
+    "off": Permission.ADMINISTRATOR,
 }
 
 LEVEL_KNOBS: dict[Level, tuple[str, ...]] = {
@@ -100,7 +124,9 @@ class AuthorizationPolicy:
 
     @classmethod
     def from_knobs(cls, knobs: KnobSource | Mapping[str, str], *, loopback: bool) -> "AuthorizationPolicy":
-        """The policy the knobs describe; unset knobs default by ``loopback`` (see the module docstring)."""
+        """The policy the knobs describe. With none of them set the layer restricts nothing; with any set,
+        an unset READ or WRITE knob means everyone and an unset ADMINISTRATOR knob everyone on a loopback
+        broker (``loopback``), nobody on a shared one."""
 
         def users(level: Level, default: tuple[str, ...]) -> tuple[str, ...]:
             values = [knobs.get(k) for k in LEVEL_KNOBS[level]]
@@ -110,6 +136,10 @@ class AuthorizationPolicy:
             return tuple(u for v in given for u in _split(v))
 
         everyone = ("*",)
+        if all(knobs.get(k) is None for names in LEVEL_KNOBS.values() for k in names):
+            return cls()  # the layer is off: the token layer alone decides
+        # once the layer is on, an unset level defaults by where the broker is: on a shared broker
+        # administration is granted only to the users named
         return cls(read=users(Level.READ, everyone), write=users(Level.WRITE, everyone),
                    admin=users(Level.ADMINISTRATOR, everyone if loopback else ()))
 
@@ -137,5 +167,5 @@ class AuthorizationPolicy:
         if needed in self.levels(user):
             return None
         who = user or ANONYMOUS
-        return (f"permission denied: user '{who}' does not have {needed.name} access, which '{command}' "
+        return (f"permission denied: MQTT user '{who}' does not have {needed.name} access, which '{command}' "
                 f"needs (granted by {LEVEL_KNOBS[needed][0]})")

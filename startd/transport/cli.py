@@ -56,6 +56,7 @@ def _run(args: argparse.Namespace, body: Callable[[ClientTarget], Awaitable[int]
     prog = _prog(args)
     try:
         target = resolve_client_target(getattr(args, "broker", None), getattr(args, "config", None))
+        target.token  # noqa: B018 - find the credentials now, so a problem with them is a usage error
     except ConfigError as e:
         print(f"{prog}: ConfigError: {e}", file=sys.stderr)
         return 2
@@ -123,7 +124,7 @@ async def _command(target: ClientTarget, args: argparse.Namespace, body: dict[st
                    machine_arg: str | None = None) -> tuple[str, dict[str, Any]]:
     """Send one command to the chosen startd; returns (machine, reply). Raises Refused on ``ok: false``."""
     name = machine_arg or args.name
-    async with BrokerSession(target.settings, timeout=args.timeout) as s:
+    async with BrokerSession(target.settings, timeout=args.timeout, token=target.token) as s:
         machine = await _pick_machine(s, target, name)
         reply = await s.request(Topics(target.root, machine), body, timeout=args.timeout)
     if not reply.get("ok"):

@@ -1,5 +1,5 @@
-"""MQTT connections (aiomqtt): the daemon's side (:class:`StartdConnection`) and a client's
-(:class:`BrokerSession`).
+"""The daemon's MQTT connection (:class:`StartdConnection`); a client's is
+:class:`startd.transport.session.BrokerSession` (re-exported here).
 
 The daemon's connection runs in a background task and never lets a broker failure reach the caller: the
 engine keeps running while the broker is away, publications made meanwhile are kept (the latest ad of
@@ -7,111 +7,44 @@ each slot, and a bounded backlog of events and replies), and after reconnecting 
 backoff — every retained ad is published again, so a restarted broker that lost its retained store is
 whole again.
 
-Protocol: MQTT 5 when the broker speaks it (response topic and correlation data of commands are honoured),
-else 3.1.1 (amqtt, the embedded broker, speaks only 3.1.1).
+MQTT 5 response topics and correlation data of commands are honoured. Mosquitto delays its small packets
+by default (Nagle's algorithm, ~40 ms a round trip); ``set_tcp_nodelay true`` in mosquitto.conf removes that.
 
-Latency: our sockets set TCP_NODELAY, so a command's round trip on the embedded broker takes about a
-millisecond. Mosquitto delays its small packets by default (Nagle's algorithm, ~40 ms a round trip);
-``set_tcp_nodelay true`` in mosquitto.conf removes that.
+Commands are hostile input: a retained command (left on the broker for the next start of the daemon) is
+ignored and cleared, a command larger than ``STARTD_MAX_COMMAND_BYTES`` is refused before it is parsed,
+and a reply goes only to a topic under ``{root}/reply/``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import random
-import socket
 import uuid
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 import aiomqtt
 import structlog
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from ..classad import ClassAd, to_json
+from .connect import QOS, connect
 from .dispatch import CommandDispatcher
 from .messages import ReplyMessage, error_reply, public_ad
+from .session import BrokerSession, RequestTimeout, iter_json
 from .settings import MqttSettings, Topics
+
+__all__ = ["BrokerSession", "IncomingCommand", "RequestTimeout", "StartdConnection", "iter_json", "ONLINE", "OFFLINE"]
 
 log = structlog.get_logger("startd.transport")
 
 ONLINE = b"online"
 OFFLINE = b"offline"
-QOS = 1
-# MQTT 5 CONNACK reason 132 / MQTT 3.1.1 return code 1: the broker does not speak the protocol version asked
-_UNSUPPORTED_PROTOCOL = {1, 132}
-
-
-def _is_unsupported_protocol(exc: BaseException) -> bool:
-    rc = getattr(exc, "rc", None)
-    value = getattr(rc, "value", rc)
-    return isinstance(value, int) and value in _UNSUPPORTED_PROTOCOL
-
-
-def make_client(settings: MqttSettings, *, protocol: str, identifier: str | None = None,
-                will: aiomqtt.Will | None = None, timeout: float = 10.0) -> aiomqtt.Client:
-    """An aiomqtt client for ``settings`` speaking ``protocol`` ("5" or "3.1.1")."""
-    return aiomqtt.Client(
-        settings.host, settings.port,
-        username=settings.username, password=settings.password,
-        identifier=identifier,
-        protocol=aiomqtt.ProtocolVersion.V5 if protocol == "5" else aiomqtt.ProtocolVersion.V311,
-        will=will,
-        keepalive=settings.keepalive,
-        timeout=timeout,
-        tls_context=settings.ssl_context(),
-        tls_insecure=True if settings.tls and settings.tls_insecure else None,
-        transport=settings.transport,
-        websocket_path=settings.websocket_path,
-        # small request/reply messages: without TCP_NODELAY, Nagle and delayed ACKs add ~40 ms a hop
-        socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
-    )
-
-
-async def probe_protocol(settings: MqttSettings, timeout: float = 5.0) -> str:
-    """"5" when the broker speaks MQTT 5, else "3.1.1".
-
-    The probe is a bare MQTT 5 CONNECT (no will, no credentials): a 3.1.1-only broker refuses it as an
-    unsupported protocol (amqtt misreads a full MQTT 5 CONNECT and waits for bytes that never come, so the
-    real connection cannot be the probe). Any other answer, a refusal for want of credentials included,
-    comes from a broker that parsed MQTT 5.
-    """
-    bare = MqttSettings(**{**settings.__dict__, "username": None, "password": None})
-    client = make_client(bare, protocol="5", identifier=f"startd-probe-{uuid.uuid4().hex[:8]}",
-                         timeout=timeout)
-    try:
-        await client.__aenter__()
-    except aiomqtt.MqttError as e:
-        if _is_unsupported_protocol(e):
-            return "3.1.1"
-        if getattr(e, "rc", None) is not None:
-            return "5"  # refused for another reason: it understood us
-        raise
-    with contextlib.suppress(Exception):
-        await client.__aexit__(None, None, None)
-    return "5"
-
-
-@contextlib.asynccontextmanager
-async def connect(settings: MqttSettings, *, identifier: str | None = None, will: aiomqtt.Will | None = None,
-                  timeout: float = 10.0, protocol: str | None = None) -> AsyncIterator[tuple[aiomqtt.Client, str]]:
-    """Connect (probing the protocol when ``auto``); yields ``(client, protocol)``. Raises
-    :class:`aiomqtt.MqttError`."""
-    proto = protocol or settings.protocol
-    if proto == "auto":
-        proto = await probe_protocol(settings, timeout)
-    client = make_client(settings, protocol=proto, identifier=identifier, will=will, timeout=timeout)
-    await client.__aenter__()
-    try:
-        yield client, proto
-    finally:
-        with contextlib.suppress(Exception):
-            await client.__aexit__(None, None, None)
 
 
 @dataclass(frozen=True)
@@ -126,14 +59,6 @@ class IncomingCommand:
 
 
 CommandCallback = Callable[[IncomingCommand], Awaitable[None]]
-
-
-def _valid_publish_topic(topic: str | None) -> bool:
-    """A topic a client may publish to; brokers drop the connection of a client publishing elsewhere
-    (wildcards, $SYS-like topics), which would cut the daemon off for one bad reply_to."""
-    if not topic or topic.startswith("$") or len(topic.encode()) >= 65536:
-        return False
-    return not any(c in topic for c in "+#\0")
 
 
 class StartdConnection:
@@ -167,6 +92,8 @@ class StartdConnection:
         self._client: aiomqtt.Client | None = None
         self._handlers: set[asyncio.Task[None]] = set()
         self._stopping = False
+        #: retained command messages found and ignored
+        self.retained_commands_ignored = 0
 
     # --- what the daemon publishes -------------------------------------------------------------
 
@@ -214,7 +141,9 @@ class StartdConnection:
                    correlation_data: bytes | None = None) -> str:
         """Publish a reply on ``reply_to``, else the MQTT 5 response topic, else the machine's replies topic.
         Returns the topic used."""
-        topic = next((t for t in (reply_to, response_topic) if _valid_publish_topic(t)), self.topics.replies)
+        # only the reply namespace: a reply_to naming a command topic would have the reply obeyed as a
+        # command, one naming an ad or status topic would have it believed
+        topic = next((t for t in (reply_to, response_topic) if self.topics.is_reply_topic(t)), self.topics.replies)
         props = None
         if correlation_data is not None and self.protocol == "5":
             props = Properties(PacketTypes.PUBLISH)
@@ -326,7 +255,12 @@ class StartdConnection:
 
     async def _session(self, client: aiomqtt.Client) -> None:
         for f in self.topics.command_filters:
-            await client.subscribe(f, qos=QOS)
+            if self.protocol == "5":
+                # retain-as-published: a command published with the retain flag shows it even when it
+                # arrives live, so it can be refused like one found on the broker at start
+                await client.subscribe(f, options=SubscribeOptions(qos=QOS, retainAsPublished=True))
+            else:
+                await client.subscribe(f, qos=QOS)
         # the broker may have lost (or never had) what we publish: send it all again, the status last so
         # that whoever waits for "online" finds the ads already there
         self._retained[self.topics.status] = ONLINE
@@ -384,10 +318,34 @@ class StartdConnection:
             response_topic = getattr(props, "ResponseTopic", None) if props is not None else None
             correlation = getattr(props, "CorrelationData", None) if props is not None else None
             payload = message.payload if isinstance(message.payload, bytes) else str(message.payload).encode()
+            if message.retain:
+                self._clear_retained_command(client, topic, payload)
+                continue
+            if not payload:
+                continue  # nothing to answer (e.g. the broker passing on the clearing of a retained command)
             incoming = IncomingCommand(payload, topic, self.topics.command_user(topic), response_topic, correlation)
             task = asyncio.create_task(self._handle(incoming))
             self._handlers.add(task)
             task.add_done_callback(self._handlers.discard)
+
+    def _clear_retained_command(self, client: aiomqtt.Client, topic: str, payload: bytes) -> None:
+        """A retained command is never obeyed: it was left for whoever subscribes next (this daemon at its
+        next start), not sent to it. It is cleared (an empty retained message), so that it is not found
+        again; where the broker's ACL forbids that, the refusal is only logged."""
+        if not payload:
+            return
+        log.warning("retained command ignored", topic=topic, bytes=len(payload))
+        self.retained_commands_ignored += 1
+
+        async def clear() -> None:
+            try:
+                await client.publish(topic, b"", qos=QOS, retain=True)
+            except Exception as e:  # noqa: BLE001 - an ACL may forbid it; the command is ignored anyway
+                log.warning("retained command not cleared", topic=topic, error=str(e))
+
+        task = asyncio.create_task(clear())
+        self._handlers.add(task)
+        task.add_done_callback(self._handlers.discard)
 
     async def _handle(self, incoming: IncomingCommand) -> None:
         try:
@@ -404,211 +362,3 @@ class StartdConnection:
             raise
         except Exception:  # noqa: BLE001 - one command must not end the connection
             log.exception("command handling failed", topic=incoming.topic)
-
-
-# --- the client side -----------------------------------------------------------------------------
-
-
-class RequestTimeout(TimeoutError):
-    """No reply came in time (no daemon listening, or it is down)."""
-
-
-class BrokerSession:
-    """A client's connection, for the client commands: snapshots of retained ads, requests and replies,
-    following events.
-
-    >>> async with BrokerSession(settings) as s:        # doctest: +SKIP
-    ...     reply = await s.request(Topics("htcondor", "host"), {"command": "query"})
-    """
-
-    def __init__(self, settings: MqttSettings, *, timeout: float = 10.0) -> None:
-        self.settings = settings
-        self.timeout = timeout
-        self.client_id = f"startd-client-{uuid.uuid4().hex[:12]}"
-        self.reply_topic = f"{settings.prefix}/client/{self.client_id}/reply"
-        self.protocol: str | None = None
-        self._client: aiomqtt.Client | None = None
-        self._stack: contextlib.AsyncExitStack | None = None
-        self._reader: asyncio.Task[None] | None = None
-        self._routes: list[tuple[str, asyncio.Queue[aiomqtt.Message]]] = []
-        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self._seq = itertools.count(1)
-
-    async def __aenter__(self) -> "BrokerSession":
-        stack = contextlib.AsyncExitStack()
-        try:
-            self._client, self.protocol = await stack.enter_async_context(
-                connect(self.settings, identifier=self.client_id, timeout=self.timeout))
-            self._reader = asyncio.create_task(self._read())
-            stack.push_async_callback(self._stop_reader)
-            await self._client.subscribe(self.reply_topic, qos=QOS)
-        except BaseException:
-            await stack.aclose()
-            raise
-        self._stack = stack
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        stack, self._stack = self._stack, None
-        if stack is not None:
-            await stack.aclose()
-
-    async def _stop_reader(self) -> None:
-        if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._reader
-        for fut in self._pending.values():
-            if not fut.done():
-                fut.cancel()
-
-    @property
-    def client(self) -> aiomqtt.Client:
-        if self._client is None:
-            raise RuntimeError("not connected")
-        return self._client
-
-    async def _read(self) -> None:
-        try:
-            async for m in self.client.messages:
-                topic = m.topic.value
-                if topic == self.reply_topic:
-                    self._on_reply(m.payload)
-                    continue
-                for flt, q in self._routes:
-                    if m.topic.matches(flt):
-                        q.put_nowait(m)
-        except aiomqtt.MqttError as e:
-            for fut in self._pending.values():
-                if not fut.done():
-                    fut.set_exception(e)
-
-    def _on_reply(self, payload: Any) -> None:
-        try:
-            obj = json.loads(payload)
-        except (ValueError, TypeError):
-            return
-        if not isinstance(obj, dict):
-            return
-        fut = self._pending.get(str(obj.get("request_id")))
-        if fut is not None and not fut.done():
-            fut.set_result(obj)
-
-    async def subscribe(self, *filters: str) -> "asyncio.Queue[aiomqtt.Message]":
-        """A queue receiving every message on ``filters`` from now on (retained ones first)."""
-        q: asyncio.Queue[aiomqtt.Message] = asyncio.Queue()
-        for f in filters:
-            self._routes.append((f, q))
-        for f in filters:
-            await self.client.subscribe(f, qos=QOS)
-        return q
-
-    async def unsubscribe(self, queue: "asyncio.Queue[aiomqtt.Message]") -> None:
-        """Stop routing to ``queue``."""
-        filters = [f for f, q in self._routes if q is queue]
-        self._routes = [(f, q) for f, q in self._routes if q is not queue]
-        for f in filters:
-            if all(f != g for g, _ in self._routes):
-                with contextlib.suppress(aiomqtt.MqttError):
-                    await self.client.unsubscribe(f)
-
-    async def snapshot(self, *filters: str, settle: float = 0.1) -> dict[str, bytes]:
-        """The retained messages on ``filters`` now: topic -> payload (empty payloads left out).
-
-        The broker sends retained messages when the subscription is made; a marker published afterwards to
-        our own topic arrives after them, so its arrival (plus ``settle`` for brokers that send retained
-        messages from another task) says the snapshot is complete.
-        """
-        marker_topic = f"{self.settings.prefix}/client/{self.client_id}/marker"
-        q = await self.subscribe(*filters, marker_topic)
-        token = f"marker-{next(self._seq)}".encode()
-        await self.client.publish(marker_topic, token, qos=QOS)
-        found: dict[str, bytes] = {}
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout
-        seen_marker = False
-        try:
-            while True:
-                remaining = deadline - loop.time()
-                if seen_marker:
-                    remaining = min(remaining, settle)
-                if remaining <= 0:
-                    if not seen_marker:
-                        raise RequestTimeout("the broker did not echo our marker message")
-                    break
-                try:
-                    m = await asyncio.wait_for(q.get(), remaining)
-                except asyncio.TimeoutError:
-                    if not seen_marker:
-                        raise RequestTimeout("the broker did not echo our marker message") from None
-                    break
-                if m.topic.value == marker_topic:
-                    seen_marker = seen_marker or m.payload == token
-                    continue
-                payload = m.payload if isinstance(m.payload, bytes) else str(m.payload).encode()
-                if payload:
-                    found[m.topic.value] = payload
-                else:
-                    found.pop(m.topic.value, None)
-        finally:
-            await self.unsubscribe(q)
-        return found
-
-    async def machines(self, root: str | None = None) -> dict[str, str]:
-        """Every startd under ``root`` that has a status: machine -> "online" / "offline"."""
-        root = root or self.settings.prefix
-        out: dict[str, str] = {}
-        for topic, payload in (await self.snapshot(Topics.all_status(root))).items():
-            m = Topics.split_status_topic(topic, root)
-            if m is not None:
-                out[m] = payload.decode(errors="replace").strip()
-        return out
-
-    def command_topic(self, topics: Topics) -> str:
-        """Where this client's commands go: the user's own topic, so the daemon knows who asks."""
-        return topics.command_for(self.settings.username)
-
-    async def request(self, topics: Topics, command: Mapping[str, Any], *, timeout: float | None = None,
-                      retry_every: float = 2.0) -> dict[str, Any]:
-        """Send a command and return its reply. The same request id is sent again every ``retry_every``
-        seconds until the reply comes (the daemon answers a repeat without executing it twice).
-        Raises :class:`RequestTimeout`."""
-        body = dict(command)
-        rid = str(body.setdefault("request_id", f"{self.client_id}-{next(self._seq)}"))
-        body["reply_to"] = self.reply_topic
-        props = None
-        if self.protocol == "5":
-            props = Properties(PacketTypes.PUBLISH)
-            props.ResponseTopic = self.reply_topic
-            props.CorrelationData = rid.encode()
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[rid] = fut
-        payload = json.dumps(body).encode()
-        topic = self.command_topic(topics)
-        limit = self.timeout if timeout is None else timeout
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + limit
-        try:
-            while True:
-                await self.client.publish(topic, payload, qos=QOS, properties=props)
-                wait = min(retry_every, deadline - loop.time())
-                if wait <= 0:
-                    break
-                try:
-                    return await asyncio.wait_for(asyncio.shield(fut), wait)
-                except asyncio.TimeoutError:
-                    if loop.time() >= deadline:
-                        break
-        finally:
-            self._pending.pop(rid, None)
-        raise RequestTimeout(f"no reply from startd {topics.machine} within {limit:g} s "
-                             f"to '{body.get('command')}' (is it running and connected to {self.settings.address}?)")
-
-
-def iter_json(payloads: Iterable[bytes]) -> Iterable[Any]:
-    """Decoded JSON payloads, skipping the undecodable."""
-    for p in payloads:
-        try:
-            yield json.loads(p)
-        except (ValueError, TypeError):
-            continue

@@ -1,13 +1,22 @@
-"""From a command message to its reply: parse, authorize, de-duplicate, execute.
+"""From a command message to its reply: size, parse, authenticate, authorize, de-duplicate, execute.
 
 MQTT delivers at least once with QoS 1, and clients retry after a lost connection, so a command may
 arrive twice. Commands are idempotent by ``request_id``: a repeated request gets the reply of the first
 one and is not executed again (a second ``request_claim`` must not carve a second slot).
+
+Security (:class:`CommandSecurity`) is HTCondor's model carried over MQTT: a command larger than
+``STARTD_MAX_COMMAND_BYTES`` is refused before it is parsed; the sender is authenticated by the IDTOKEN
+the command is signed with (:mod:`startd.security.wire`; no token: ``unauthenticated@unmapped``); the
+identity is authorized for the command's level by ALLOW_*/DENY_* (:mod:`startd.security.authz`); the
+broker's own user, when the ``STARTD_MQTT_*_USERS`` knobs are set, is a second check
+(:mod:`startd.transport.authz`). The handler sees the identity in :data:`current_identity`. A claim id
+in a reply is sealed (AES-GCM) with a key only the requester can derive.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import time
 from collections import OrderedDict
@@ -16,12 +25,23 @@ from typing import Any, Awaitable, Callable, Union
 
 import structlog
 
-from .authz import AuthorizationPolicy
-from .messages import BaseCommand, ReplyMessage, error_reply, fingerprint, parse_command, peek_envelope
+from ..security.authz import AuthorizationTable
+from ..security.wire import UNAUTHENTICATED, AuthError, CommandVerifier, Identity, seal
+from .authz import COMMAND_PERMISSIONS, AuthorizationPolicy
+from .messages import (BaseCommand, ReplyMessage, command_from_object, envelope, error_reply, fingerprint,
+                       load_command_object)
+from .settings import is_reply_topic
 
 log = structlog.get_logger("startd.transport")
 
 Handler = Callable[[BaseCommand], Union[ReplyMessage, Awaitable[ReplyMessage]]]
+
+#: STARTD_MAX_COMMAND_BYTES when unset: 1 MiB
+DEFAULT_MAX_COMMAND_BYTES = 1 << 20
+
+#: The identity of the command being handled (set by the dispatcher around the handler's call).
+current_identity: contextvars.ContextVar[Identity] = contextvars.ContextVar("current_identity",
+                                                                           default=UNAUTHENTICATED)
 
 
 @dataclass
@@ -88,52 +108,110 @@ class IdempotencyCache:
 
 @dataclass(frozen=True)
 class Outcome:
-    """A reply and where it goes: ``reply_to`` from the command (None when it named none)."""
+    """A reply and where it goes: ``reply_to`` from the command (None when it named none or one outside
+    the reply namespace)."""
 
     reply: ReplyMessage
     reply_to: str | None
     command: BaseCommand | None = None
     duplicate: bool = False
+    identity: Identity = UNAUTHENTICATED
+
+
+@dataclass
+class CommandSecurity:
+    """What the dispatcher checks before a command runs: the token verifier, the ALLOW/DENY table, whether
+    clients are on this machine (a loopback broker), the size limit and the topic root whose
+    ``{root}/reply/`` namespace replies must go to."""
+
+    verifier: CommandVerifier
+    table: AuthorizationTable
+    root: str
+    client_is_local: bool = False
+    max_bytes: int = DEFAULT_MAX_COMMAND_BYTES
 
 
 class CommandDispatcher:
     """Turns a command payload into its reply; ``handler`` executes authorized, new commands.
 
     ``handler(cmd)`` returns a :class:`ReplyMessage` (or an awaitable of one); an exception it raises
-    becomes an ``ok: false`` reply (and is logged), so one bad command never stops the daemon.
+    becomes an ``ok: false`` reply (and is logged), so one bad command never stops the daemon. Without
+    ``security`` only the broker-user layer (``policy``) applies: that is for tests and embedding, the
+    daemon always passes one.
     """
 
     def __init__(self, handler: Handler, policy: AuthorizationPolicy | None = None,
-                 cache: IdempotencyCache | None = None) -> None:
+                 cache: IdempotencyCache | None = None, *, security: CommandSecurity | None = None) -> None:
         self.handler = handler
         self.policy = policy if policy is not None else AuthorizationPolicy()
         self.cache = cache if cache is not None else IdempotencyCache()
+        self.security = security
+
+    def _refuse(self, rid: str | int | None, reply_to: str | None, why: str, *, command: str | None = None,
+                cmd: BaseCommand | None = None, identity: Identity = UNAUTHENTICATED,
+                user: str | None = None) -> Outcome:
+        log.warning("command refused", command=command, identity=identity.user, mqtt_user=user, reason=why)
+        extra = {"command": command} if command else {}
+        return Outcome(error_reply(rid, why, **extra), reply_to, cmd, identity=identity)
 
     async def dispatch(self, payload: bytes | str, user: str | None = None) -> Outcome:
         """The reply to ``payload`` sent by MQTT user ``user`` (None: anonymous)."""
-        _, reply_to = peek_envelope(payload)
-        parsed = parse_command(payload)
+        sec = self.security
+        limit = sec.max_bytes if sec is not None else DEFAULT_MAX_COMMAND_BYTES
+        size = len(payload)
+        if size > limit:
+            # refused before parsing: a huge command must cost no more than receiving it did
+            return self._refuse(None, None, f"command refused: it has {size} bytes, more than "
+                                f"STARTD_MAX_COMMAND_BYTES ({limit})", user=user)
+        obj = load_command_object(payload)
+        if isinstance(obj, ReplyMessage):
+            log.info("command refused", reason=obj.error, mqtt_user=user)
+            return Outcome(obj, None)
+        rid, reply_to = envelope(obj)
+        name = obj.get("command") if isinstance(obj.get("command"), str) else None
+        if sec is not None and reply_to is not None and not is_reply_topic(sec.root, reply_to):
+            return self._refuse(rid, None, f"reply_to must be a topic under {sec.root}/reply/ "
+                                "(a reply never goes to a command, ad or status topic)", command=name, user=user)
+        identity = UNAUTHENTICATED
+        if sec is not None:
+            try:
+                identity = sec.verifier.verify(obj)
+            except AuthError as e:
+                return self._refuse(rid, reply_to, str(e), command=name, user=user)
+        parsed = command_from_object(obj)
         if isinstance(parsed, ReplyMessage):
-            log.info("command refused", reason=parsed.error, user=user)
-            return Outcome(parsed, reply_to)
+            log.info("command refused", reason=parsed.error, identity=identity.user, mqtt_user=user)
+            return Outcome(parsed, reply_to, identity=identity)
         cmd = parsed
+        if sec is not None:
+            level = COMMAND_PERMISSIONS[cmd.command]
+            denied = sec.table.check(identity, level, client_is_local=sec.client_is_local)
+            if denied is not None:
+                return self._refuse(cmd.request_id, reply_to, denied, command=cmd.command, cmd=cmd,
+                                    identity=identity, user=user)
         denied = self.policy.check(user, cmd.command)
         if denied is not None:
-            log.warning("command refused", command=cmd.command, user=user, reason=denied)
-            return Outcome(error_reply(cmd.request_id, denied, command=cmd.command), cmd.reply_to, cmd)
+            return self._refuse(cmd.request_id, reply_to, denied, command=cmd.command, cmd=cmd,
+                                identity=identity, user=user)
+        reply, duplicate = await self._execute(cmd, identity, user)
+        return Outcome(self._sealed(reply, identity, obj), reply_to, cmd, duplicate, identity)
+
+    async def _execute(self, cmd: BaseCommand, identity: Identity, user: str | None) -> tuple[ReplyMessage, bool]:
+        # the cache key holds both identities, so one client never collects another's reply (which may
+        # carry a claim id) by reusing its request id
+        who = f"{identity.user}|{user or ''}"
         fp = fingerprint(cmd)
-        earlier = self.cache.get(user, cmd.request_id)
+        earlier = self.cache.get(who, cmd.request_id)
         if earlier is not None:
             if earlier.fingerprint != fp:
-                return Outcome(error_reply(cmd.request_id, f"request_id {cmd.request_id!r} was already used for "
-                                           "a different command", command=cmd.command), cmd.reply_to, cmd)
+                return error_reply(cmd.request_id, f"request_id {cmd.request_id!r} was already used for "
+                                   "a different command", command=cmd.command), True
             if earlier.reply is not None:
-                reply = earlier.reply
-            else:
-                assert earlier.waiters is not None
-                reply = await asyncio.shield(earlier.waiters)
-            return Outcome(reply, cmd.reply_to, cmd, duplicate=True)
-        entry = self.cache.begin(user, cmd.request_id, fp)
+                return earlier.reply, True
+            assert earlier.waiters is not None
+            return await asyncio.shield(earlier.waiters), True
+        entry = self.cache.begin(who, cmd.request_id, fp)
+        token = current_identity.set(identity)
         try:
             result = self.handler(cmd)
             if inspect.isawaitable(result):
@@ -147,8 +225,26 @@ class CommandDispatcher:
             log.exception("command failed", command=cmd.command, request_id=cmd.request_id)
             reply = error_reply(cmd.request_id, f"{cmd.command} failed: {type(e).__name__}: {e}",
                                 command=cmd.command)
+        finally:
+            current_identity.reset(token)
         self.cache.finish(entry, reply)
-        return Outcome(reply, cmd.reply_to, cmd)
+        return reply, False
+
+    @staticmethod
+    def _sealed(reply: ReplyMessage, identity: Identity, obj: dict[str, Any]) -> ReplyMessage:
+        """The reply with its claim id sealed to the requester: AES-GCM under a key derived from the
+        signature of the requester's token and this message's nonce, which only the requester holds. A
+        requester that is not authenticated (only possible where the configuration lets unauthenticated
+        clients WRITE) gets the claim id as it is."""
+        extra = reply.model_extra or {}
+        claim_id = extra.get("claim_id")
+        if not isinstance(claim_id, str) or identity.reply_key is None:
+            return reply
+        auth = obj.get("auth")
+        nonce = auth.get("nonce") if isinstance(auth, dict) else None
+        data = {k: v for k, v in extra.items() if k != "claim_id"}
+        data["claim_id_sealed"] = {**seal(identity.reply_key, claim_id), "nonce": nonce}
+        return ReplyMessage(request_id=reply.request_id, ok=reply.ok, error=reply.error, **data)
 
 
 def _coerce(cmd: BaseCommand, result: Any) -> ReplyMessage:

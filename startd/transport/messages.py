@@ -304,19 +304,36 @@ def _describe(err: dict[str, Any]) -> str:
     return f"field '{loc}': {msg}"
 
 
-def parse_command(payload: bytes | str) -> BaseCommand | ReplyMessage:
-    """The command in ``payload``, or an ``ok: false`` reply saying why it is not one."""
-    rid, _ = peek_envelope(payload)
+def load_command_object(payload: bytes | str) -> dict[str, Any] | ReplyMessage:
+    """The JSON object of a command payload, or an ``ok: false`` reply saying why there is none."""
     try:
         obj = json.loads(payload)
     except UnicodeDecodeError:
         return error_reply(None, "malformed command: not UTF-8 text")
+    except RecursionError:
+        return error_reply(None, "malformed command: the JSON is nested too deeply")
     except ValueError as e:
         where = f" at line {e.lineno} column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
         msg = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
         return error_reply(None, f"malformed command: invalid JSON{where}: {msg}")
     if not isinstance(obj, dict):
         return error_reply(None, "malformed command: expected a JSON object")
+    return obj
+
+
+def envelope(obj: dict[str, Any]) -> tuple[str | int | None, str | None]:
+    """``(request_id, reply_to)`` of a command object, as far as they can be read."""
+    rid = obj.get("request_id")
+    if isinstance(rid, bool) or not isinstance(rid, (str, int)):
+        rid = None
+    reply_to = obj.get("reply_to")
+    return rid, reply_to if isinstance(reply_to, str) and reply_to else None
+
+
+def command_from_object(obj: dict[str, Any]) -> BaseCommand | ReplyMessage:
+    """The command an object describes, or an ``ok: false`` reply saying why it is not one. The ``auth``
+    field (see :mod:`startd.security.wire`) is not part of the command."""
+    rid, _ = envelope(obj)
     name = obj.get("command")
     if name is None:
         return error_reply(rid, "malformed command: missing field 'command'")
@@ -326,10 +343,20 @@ def parse_command(payload: bytes | str) -> BaseCommand | ReplyMessage:
     if cls is None:
         return error_reply(rid, f"unknown command '{name}' (known: {', '.join(COMMANDS)})", command=name)
     try:
-        return cls.model_validate(obj)
+        return cls.model_validate({k: v for k, v in obj.items() if k != "auth"})
     except ValidationError as e:
         problems = "; ".join(_describe(err) for err in e.errors(include_url=False))
         return error_reply(rid, f"malformed command: {problems}", command=name)
+    except RecursionError:
+        return error_reply(rid, "malformed command: a field is nested too deeply", command=name)
+
+
+def parse_command(payload: bytes | str) -> BaseCommand | ReplyMessage:
+    """The command in ``payload``, or an ``ok: false`` reply saying why it is not one."""
+    obj = load_command_object(payload)
+    if isinstance(obj, ReplyMessage):
+        return obj
+    return command_from_object(obj)
 
 
 def fingerprint(cmd: BaseCommand) -> str:

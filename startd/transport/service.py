@@ -12,15 +12,21 @@ its :class:`~.messages.ReplyMessage` (typically ``query_reply`` for ``query``, e
 
 from __future__ import annotations
 
+import os
+import pwd
 from dataclasses import dataclass
 
 import structlog
+
+from ..security.authz import AuthorizationTable
+from ..security.keys import SigningKeyError, ensure_signing_key, load_signing_key
+from ..security.wire import CommandVerifier
 
 from .address import remove_address_file, write_address_file
 from .authz import AuthorizationPolicy, KnobSource, is_loopback_host
 from .broker import DEFAULT_PORT, EmbeddedBroker
 from .client import StartdConnection
-from .dispatch import CommandDispatcher, Handler
+from .dispatch import DEFAULT_MAX_COMMAND_BYTES, CommandDispatcher, CommandSecurity, Handler
 from .settings import MqttSettings
 
 log = structlog.get_logger("startd.transport")
@@ -47,6 +53,47 @@ def _address_file(knobs: KnobSource) -> str | None:
         return path
     log_dir = knobs.get("LOG")
     return f"{log_dir}/.startd_address" if log_dir else None
+
+
+def _max_command_bytes(knobs: KnobSource) -> int:
+    text = knobs.get("STARTD_MAX_COMMAND_BYTES")
+    if text is None or not text.strip():
+        return DEFAULT_MAX_COMMAND_BYTES
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError(f"STARTD_MAX_COMMAND_BYTES: expected a number of bytes, got {text!r}") from None
+    if value < 1024:
+        raise ValueError(f"STARTD_MAX_COMMAND_BYTES: {value} is too small (at least 1024)")
+    return value
+
+
+def _daemon_account() -> str:
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
+
+
+def command_security(knobs: KnobSource, settings: MqttSettings, machine: str, *,
+                     verifier: CommandVerifier | None = None) -> CommandSecurity:
+    """The daemon's command security from its configuration: the pool signing key (created 0600 at the
+    first start, as HTCondor's collector creates it), the token issuer (TRUST_DOMAIN), the ALLOW/DENY
+    table and the size limit. ``verifier`` (on reconfiguration) keeps the nonces already seen. Raises
+    ValueError naming the knob or the file."""
+    try:
+        key = load_signing_key(ensure_signing_key(knobs))
+    except SigningKeyError as e:
+        raise ValueError(str(e)) from None
+    issuer = (knobs.get("TRUST_DOMAIN") or knobs.get("UID_DOMAIN") or machine).strip()
+    table = AuthorizationTable.from_config(knobs, daemon_user=_daemon_account())
+    if verifier is None:
+        verifier = CommandVerifier(key, issuer=issuer, audience=machine)
+    else:
+        verifier.set_key(key)
+        verifier.set_issuer(issuer)
+    return CommandSecurity(verifier, table, settings.prefix, client_is_local=is_loopback_host(settings.host),
+                           max_bytes=_max_command_bytes(knobs))
 
 
 @dataclass
@@ -79,7 +126,8 @@ class Transport:
         try:
             settings = MqttSettings.from_url(url, knobs)
             policy = AuthorizationPolicy.from_knobs(knobs, loopback=is_loopback_host(settings.host))
-            dispatcher = CommandDispatcher(handler, policy)
+            security = command_security(knobs, settings, machine)
+            dispatcher = CommandDispatcher(handler, policy, security=security)
             connection = StartdConnection(settings, machine, dispatcher=dispatcher)
             address_file = _address_file(knobs)
             if address_file:
@@ -96,8 +144,13 @@ class Transport:
         return cls(settings, connection, dispatcher, embedded, address_file)
 
     def reconfigure(self, knobs: KnobSource) -> None:
-        """Apply the authorization knobs of a new configuration (the broker and connection stay)."""
-        self.dispatcher.policy = AuthorizationPolicy.from_knobs(knobs, loopback=is_loopback_host(self.settings.host))
+        """Apply the security knobs of a new configuration (the broker and connection stay). Raises
+        ValueError naming the knob or file when they are not usable; then nothing changes."""
+        policy = AuthorizationPolicy.from_knobs(knobs, loopback=is_loopback_host(self.settings.host))
+        security = command_security(knobs, self.settings, self.connection.topics.machine,
+                                    verifier=self.dispatcher.security.verifier if self.dispatcher.security else None)
+        self.dispatcher.policy = policy
+        self.dispatcher.security = security
 
     async def close(self, *, clear_ads: bool = True) -> None:
         """Say offline, disconnect, remove the address file, stop the embedded broker."""

@@ -173,6 +173,21 @@ class MqttSettings:
         return ctx
 
 
+def reply_root(root: str) -> str:
+    """The reply namespace under the topic root: ``{root}/reply/``."""
+    return f"{root}/reply/"
+
+
+def is_reply_topic(root: str, topic: str | None) -> bool:
+    """Whether ``topic`` is a concrete topic (no wildcard, no NUL) under ``{root}/reply/``."""
+    if not topic or topic.startswith("$") or len(topic.encode()) >= 65536:
+        return False
+    if any(c in topic for c in "+#\0"):
+        return False
+    prefix = reply_root(root)
+    return topic.startswith(prefix) and len(topic) > len(prefix)
+
+
 def _segment(name: str, what: str) -> str:
     if not name or any(c in name for c in "/+#\0"):
         raise ValueError(f"{what} {name!r} cannot be part of an MQTT topic (empty, or contains / + # or NUL)")
@@ -232,8 +247,13 @@ class Topics:
 
     @property
     def replies(self) -> str:
-        """Replies to commands that named no reply_to (and no MQTT 5 response topic)."""
-        return f"{self.base}/replies"
+        """Replies to commands that named no usable reply_to (and no MQTT 5 response topic)."""
+        return f"{reply_root(self.root)}startd/{self.machine}"
+
+    def is_reply_topic(self, topic: str | None) -> bool:
+        """Whether ``topic`` lies in the reply namespace ``{root}/reply/...``, the only place a reply may go:
+        never a command topic, an ad or a status (a reply there would be obeyed or believed)."""
+        return is_reply_topic(self.root, topic)
 
     def command_user(self, topic: str) -> str | None:
         """The MQTT user a command topic names (None: anonymous)."""

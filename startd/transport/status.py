@@ -65,7 +65,7 @@ async def fetch_slot_ads(target: ClientTarget, machine: str | None = None, *, ti
     """The retained slot ads of the startds online on the broker (or of ``machine``), sorted as condor_status
     sorts them. A startd whose status is ``offline`` has no slots to show."""
     root = target.root
-    async with BrokerSession(target.settings, timeout=timeout) as s:
+    async with BrokerSession(target.settings, timeout=timeout, token=target.token) as s:
         machines = await s.machines(root)
         retained = await s.snapshot(Topics.all_slots(root))
     ads: list[tuple[list[Any], ClassAd]] = []

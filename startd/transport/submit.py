@@ -23,6 +23,7 @@ import aiomqtt
 from ..classad import ClassAd, ClassAdSyntaxError, from_json, parse_ad
 from ..classad.jsonform import ad_to_obj
 from .address import ClientTarget
+from ..engine.claim import public_claim_id
 from .cli import Refused, UsageError, _common, _run, _split_name
 from .client import BrokerSession, RequestTimeout
 from .settings import Topics
@@ -132,6 +133,11 @@ def build_job_ad(args: argparse.Namespace, now: float | None = None) -> ClassAd:
             ad.set_expr(name.strip(), expr.strip())
         except ClassAdSyntaxError as e:
             raise UsageError(f"--attr {item!r}: {e}") from None
+    if not any(item.partition("=")[0].strip().lower() == "user" for item in args.attr):
+        # User is Owner@domain (condor_submit writes both): an Owner given with --attr carries User along
+        who = ad.evaluate("Owner")
+        if isinstance(who, str) and who and who != owner:
+            ad["User"] = f"{who}@{socket.getfqdn()}"
     if "Requirements" not in ad:
         ad.set_expr("Requirements", "TARGET.Cpus >= RequestCpus && TARGET.Memory >= RequestMemory"
                                     " && TARGET.Disk >= RequestDisk")
@@ -200,7 +206,7 @@ def run_submit(args: argparse.Namespace) -> int:
 
 async def _submit(target: ClientTarget, args: argparse.Namespace, job: ClassAd) -> int:
     root = target.root
-    async with BrokerSession(target.settings, timeout=args.timeout) as s:
+    async with BrokerSession(target.settings, timeout=args.timeout, token=target.token) as s:
         machines = await s.machines(root)
         online = {m for m, st in machines.items() if st != "offline"}
         if args.name:
@@ -264,7 +270,8 @@ async def _run_claim(s: BrokerSession, topics: Topics, events: "asyncio.Queue[ai
         print(f"Job started on {slot}@{topics.machine}")
         if not args.wait:
             released = True  # the claim outlives this command until its lease runs out
-            print(f"Claim id: {claim_id}")
+            # the public part only: the whole id is a capability and a terminal's output travels
+            print(f"Claim id: {public_claim_id(claim_id) or '(not shown)'}")
             return 0
         code = await _wait_for_exit(s, topics, events, claim_id, slot, job, args, target)
         await release()

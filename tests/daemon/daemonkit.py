@@ -8,11 +8,14 @@ daemon is ended by its PID (SIGKILL if it does not leave by itself) and its jobs
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -22,6 +25,7 @@ from typing import Any, AsyncIterator, Callable
 from startd import config
 from startd.starter.state import read_records
 from startd.transport.client import BrokerSession
+from startd.transport.credentials import client_credentials
 from startd.transport.settings import MqttSettings, Topics
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,12 +36,28 @@ from brokerkit import MOSQUITTO_URL, mosquitto_answers  # noqa: E402,F401  (re-e
 NOBODY = ["-a", 'Owner="nobody"', "-a", 'Iwd="/tmp"']
 
 
+#: topic root -> the configuration file of the daemon under it, so that :func:`request` signs as a client
+#: given that configuration would (root on the machine reads the daemon's signing key)
+CONFIGS: dict[str, Path] = {}
+
+
+def execute_dir() -> Path:
+    """EXECUTE for a test daemon: like HTCondor's, every user can reach it (a root daemon runs each job as
+    its owner, who must be able to enter the job's sandbox); removed when the tests end."""
+    d = Path(tempfile.mkdtemp(prefix="startd-execute-", dir="/tmp"))
+    d.chmod(0o755)
+    atexit.register(shutil.rmtree, d, True)
+    return d
+
+
 def write_config(tmp_path: Path, root: str, extra: str = "") -> Path:
     """A small machine: two CPUs in one partitionable slot, fast polling, no benchmarks, its own LOCAL_DIR
     and topic root."""
     path = tmp_path / "startd.config"
+    CONFIGS[root] = path
     path.write_text(
         f"LOCAL_DIR = {tmp_path}/local\n"
+        f"EXECUTE = {execute_dir()}\n"
         f"STARTD_MQTT_PREFIX = {root}\n"
         "STARTD_BROKER_PORT = 0\n"
         "NUM_CPUS = 2\nMEMORY = 2048\n"
@@ -54,9 +74,30 @@ def settings(url: str, root: str) -> MqttSettings:
     return MqttSettings.from_url(url, {"STARTD_MQTT_PREFIX": root})
 
 
-async def request(url: str, root: str, machine: str, command: dict[str, Any], timeout: float = 10) -> dict[str, Any]:
-    """One command and its reply, as an anonymous client."""
-    async with BrokerSession(settings(url, root), timeout=timeout) as s:
+def client_config(root: str) -> list[str]:
+    """``-c FILE`` for a client command: the configuration of the daemon under ``root`` (as root on the
+    machine, the client then signs with the daemon's own signing key)."""
+    return ["-c", str(CONFIGS[root])]
+
+
+def token_for(root: str) -> str | None:
+    """The token a client with the configuration of the daemon under ``root`` signs with (None: none)."""
+    path = CONFIGS.get(root)
+    if path is None:
+        return None
+    try:
+        conf = config.load(path)
+    except config.ConfigError:
+        return None  # a test broke the file on purpose: go unauthenticated (READ still works)
+    return client_credentials(conf).token
+
+
+async def request(url: str, root: str, machine: str, command: dict[str, Any], timeout: float = 10,
+                  *, anonymous: bool = False) -> dict[str, Any]:
+    """One command and its reply, as a client given the daemon's configuration (signed with what it finds
+    there), or as an unauthenticated one."""
+    token = None if anonymous else token_for(root)
+    async with BrokerSession(settings(url, root), timeout=timeout, token=token) as s:
         return await s.request(Topics(root, machine), command, timeout=timeout)
 
 
@@ -143,9 +184,10 @@ async def events(url: str, root: str, machine: str) -> AsyncIterator[EventRecord
 class DaemonProcess:
     """``startd run`` as a subprocess."""
 
-    def __init__(self, config_path: Path, name: str) -> None:
+    def __init__(self, config_path: Path, name: str, broker: str | None = None) -> None:
         self.config_path = config_path
         self.name = name
+        self.broker = broker
         self.proc: asyncio.subprocess.Process | None = None
         self.stderr_path = config_path.parent / f"stderr-{uuid.uuid4().hex[:6]}.log"
         self.spool = config_path.parent / "local" / "spool"
@@ -155,7 +197,7 @@ class DaemonProcess:
         with open(self.stderr_path, "wb") as err:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "startd.cli", "run", "-c", str(self.config_path), "--name", self.name,
-                cwd=str(REPO), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=err)
+                *(["--broker", self.broker] if self.broker else []), cwd=str(REPO), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=err)
         if wait_online:
             await wait_for(self.online, 20, "the daemon to come online")
         return self

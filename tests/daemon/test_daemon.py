@@ -18,7 +18,7 @@ from startd.transport.broker import EmbeddedBroker
 from startd.transport.client import BrokerSession
 from startd.transport.settings import Topics
 
-from daemonkit import NOBODY, alive, cli, events, proc_state, request, settings, wait_for
+from daemonkit import NOBODY, alive, cli, client_config, events, proc_state, request, settings, wait_for
 
 
 async def _retained(url: str, root: str, machine: str) -> dict[str, bytes]:
@@ -49,7 +49,7 @@ async def test_a_real_job_whole_life_submit_wait_returns_its_exit_code(mqtt_brok
                                                                       topic_root: str) -> None:
     await start_daemon(mqtt_broker, topic_root)
     async with events(mqtt_broker, topic_root, "m1") as rec:
-        code, out, err = await cli("submit", "--broker", mqtt_broker, "--wait", *NOBODY, "--", "/bin/sh", "-c",
+        code, out, err = await cli("submit", *client_config(topic_root), "--broker", mqtt_broker, "--wait", *NOBODY, "--", "/bin/sh", "-c",
                                    "sleep 0.3; exit 7", env={"_CONDOR_STARTD_MQTT_PREFIX": topic_root})
         assert code == 7, err
         assert "Job exited with status 7" in out
@@ -78,7 +78,7 @@ async def test_submit_wait_on_a_partitionable_slot_waits_for_a_long_job_and_retu
     moment an ended claim is given for its exit event) and returns the job's own exit code."""
     await start_daemon(mqtt_broker, topic_root)
     async with events(mqtt_broker, topic_root, "m1") as rec:
-        code, out, err = await cli("submit", "--broker", mqtt_broker, "--wait", *NOBODY, "--", "/bin/sh", "-c",
+        code, out, err = await cli("submit", *client_config(topic_root), "--broker", mqtt_broker, "--wait", *NOBODY, "--", "/bin/sh", "-c",
                                    "/bin/sleep 32; exit 3", env={"_CONDOR_STARTD_MQTT_PREFIX": topic_root},
                                    timeout=90)
         assert code == 3, (out, err)
@@ -94,19 +94,22 @@ async def test_submit_wait_on_a_partitionable_slot_waits_for_a_long_job_and_retu
 async def test_a_job_that_cannot_start_is_reported_and_submit_says_so(embedded_broker: str, start_daemon,
                                                                      topic_root: str) -> None:
     await start_daemon(embedded_broker, topic_root)
-    code, _, err = await cli("submit", "--broker", embedded_broker, "--wait", "-a", 'Owner="no-such-user-x"',
+    code, _, err = await cli("submit", *client_config(topic_root), "--broker", embedded_broker, "--wait", "-a", 'Owner="no-such-user-x"',
                              "--", "/bin/true", env={"_CONDOR_STARTD_MQTT_PREFIX": topic_root})
     if code == 0:  # not root: every job runs as the daemon's user, so it starts
         return
     assert code == 1 and "could not be started" in err, err
 
 
-async def _claim_and_start(url: str, root: str, job_cmd: list[str]) -> tuple[str, str]:
-    """Submit without --wait; returns (claim id, slot)."""
-    code, out, err = await cli("submit", "--broker", url, "--lease", "600", *NOBODY, "--", *job_cmd,
-                               env={"_CONDOR_STARTD_MQTT_PREFIX": root})
+async def _claim_and_start(d, url: str, root: str, job_cmd: list[str]) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    """Submit without --wait; returns (claim id, slot). submit prints only the claim's public id (the rest
+    is a capability), so the whole id comes from the daemon itself."""
+    code, out, err = await cli("submit", *client_config(root), "--broker", url, "--lease", "600", *NOBODY, "--",
+                               *job_cmd)
     assert code == 0, err
-    claim_id = out.split("Claim id:")[1].strip()
+    public = out.split("Claim id:")[1].strip()
+    assert public.endswith("#...")
+    claim_id = next(c for c in d.starter.handles if c.startswith(public[:-3]))
     slot = out.split("Job started on ")[1].split("@")[0]
     return claim_id, slot
 
@@ -114,7 +117,7 @@ async def _claim_and_start(url: str, root: str, job_cmd: list[str]) -> tuple[str
 async def test_suspend_claim_really_stops_the_process_and_continue_resumes_it(mqtt_broker: str, start_daemon,
                                                                               topic_root: str) -> None:
     d = await start_daemon(mqtt_broker, topic_root)
-    claim_id, slot = await _claim_and_start(mqtt_broker, topic_root, ["/bin/sleep", "60"])
+    claim_id, slot = await _claim_and_start(d, mqtt_broker, topic_root, ["/bin/sleep", "60"])
     handle = next(iter(d.starter.handles.values()))
     assert proc_state(handle.pid) in ("S", "R")
     r = await request(mqtt_broker, topic_root, "m1", {"command": "suspend_claim", "claim_id": claim_id})
@@ -134,7 +137,7 @@ async def test_vacate_soft_kills_then_hard_kills_a_job_that_ignores_sigterm(mqtt
     d = await start_daemon(mqtt_broker, topic_root, "MachineMaxVacateTime = 1\n")
     script = "trap '' TERM; while :; do sleep 0.1; done"
     async with events(mqtt_broker, topic_root, "m1") as rec:
-        _, slot = await _claim_and_start(mqtt_broker, topic_root, ["/bin/sh", "-c", script])
+        _, slot = await _claim_and_start(d, mqtt_broker, topic_root, ["/bin/sh", "-c", script])
         handle = next(iter(d.starter.handles.values()))
         await asyncio.sleep(0.3)  # let the shell set its trap
         r = await request(mqtt_broker, topic_root, "m1", {"command": "vacate", "slot": slot})
@@ -188,7 +191,7 @@ async def test_malformed_unknown_and_unauthorized_commands_get_a_refusal_with_a_
     await start_daemon(mosquitto_broker, topic_root, "STARTD_MQTT_ADMIN_USERS = alice\n")
     t = Topics(topic_root, "m1")
     async with BrokerSession(settings(mosquitto_broker, topic_root)) as s:
-        mine = f"{topic_root}/test/replies"
+        mine = f"{topic_root}/reply/test"
         replies = await s.subscribe(mine, t.replies)
 
         async def raw(payload: bytes) -> dict:
@@ -198,12 +201,19 @@ async def test_malformed_unknown_and_unauthorized_commands_get_a_refusal_with_a_
 
         # not JSON: no reply_to can be read, so the answer goes to the machine's replies topic
         r = await raw(b'{"command": "query", "request_id": 1, ')
+        # a reply_to outside the reply namespace is refused (the refusal goes to the replies topic)
+        r2 = await raw(json.dumps({"command": "query", "request_id": 9, "reply_to": t.command}).encode())
+        assert r2["ok"] is False and f"{topic_root}/reply/" in r2["error"]
         assert r["ok"] is False and "invalid JSON" in r["error"]
         r = await raw(json.dumps({"command": "fly", "request_id": 2, "reply_to": mine}).encode())
         assert r["ok"] is False and "unknown command 'fly'" in r["error"] and r["request_id"] == 2
         r = await raw(json.dumps({"command": "request_claim", "request_id": 3, "reply_to": mine}).encode())
         assert r["ok"] is False and "slot" in r["error"]
-    # an anonymous client may read and claim but not administer (ADMINISTRATOR is granted to alice only)
+    # an unauthenticated client may read but not administer
+    r = await request(mosquitto_broker, topic_root, "m1", {"command": "off"}, anonymous=True)
+    assert r["ok"] is False and "permission denied" in r["error"] and "authentication required" in r["error"]
+    # root on the machine is authenticated, and ADMINISTRATOR by default; the broker-user layer, set here
+    # to alice only, still refuses an anonymous broker client
     r = await request(mosquitto_broker, topic_root, "m1", {"command": "off"})
     assert r["ok"] is False and "permission denied" in r["error"] and "STARTD_MQTT_ADMIN_USERS" in r["error"]
     # a claim command without the claim's capability is refused
@@ -213,7 +223,9 @@ async def test_malformed_unknown_and_unauthorized_commands_get_a_refusal_with_a_
 
 async def test_reconfig_command_with_a_broken_configuration_keeps_the_old_one(embedded_broker: str, start_daemon,
                                                                              topic_root: str) -> None:
-    d = await start_daemon(embedded_broker, topic_root)
+    # configuration text is runtime configuration (condor_config_val -rset): enabled, and only the names listed
+    d = await start_daemon(embedded_broker, topic_root, "ENABLE_RUNTIME_CONFIG = True\n"
+                           "SETTABLE_ATTRS_ADMINISTRATOR = UPDATE_INTERVAL, START, IS_OWNER\n")
     old = d.conf
     r = await request(embedded_broker, topic_root, "m1", {"command": "reconfig", "config": "UPDATE_INTERVAL = soon"})
     assert r["ok"] is False and "unchanged" in r["error"] and "UPDATE_INTERVAL" in r["error"]

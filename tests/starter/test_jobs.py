@@ -7,11 +7,10 @@ import json
 import os
 import pwd
 import signal
-import sys
 
 import psutil
 import pytest
-from jobkit import AS_ME, alive, family_pids, script, wait_for
+from jobkit import AS_SLOT, JOB_PYTHON, alive, family_pids, script, wait_for
 
 from startd.classad import parse_ad
 from startd.starter import OwnerPolicy, StartError
@@ -31,15 +30,15 @@ def q(s: str) -> str:
 
 async def test_job_runs_to_completion_with_exit_code_and_usage(starter, execute, work):
     burn = (
-        f"{sys.executable} -c 'import time\nt=time.process_time()\n"
+        f"{JOB_PYTHON} -c 'import time\nt=time.process_time()\n"
         "while time.process_time()-t < 0.3: pass'\nexit 7\n"
     )
     cmd = script(work, "job.sh", burn)
-    h = await starter.start("c1", ad(f"Cmd = {q(cmd)}"), execute, AS_ME)
-    assert h.sandbox.parent == execute and h.sandbox.name.startswith(f"dir_{os.getpid()}_c1")
+    h = await starter.start("c1", ad(f"Cmd = {q(cmd)}"), execute, AS_SLOT)
+    assert h.sandbox.parent == execute and h.sandbox.name.startswith(f"dir_{os.getpid()}_")
     assert h.sandbox.is_dir()
     records = json.loads((starter.state_dir / "starter-jobs.json").read_text())["jobs"]
-    assert [r["claim_id"] for r in records] == ["c1"] and records[0]["pid"] == h.pid
+    assert [r["key"] for r in records] == [h.key] and records[0]["pid"] == h.pid
     await asyncio.sleep(0.1)
     mid = h.usage()
     assert mid["NumPids"] >= 1 and mid["ImageSize"] > 0 and mid["ResidentSetSize"] > 0
@@ -57,7 +56,7 @@ async def test_job_runs_to_completion_with_exit_code_and_usage(starter, execute,
 
 
 async def test_job_killed_by_a_signal_reports_exit_signal(starter, execute):
-    h = await starter.start("c1", ad('Cmd = "/bin/sh"; Arguments = "-c \'kill -USR1 $$\'"'), execute, AS_ME)
+    h = await starter.start("c1", ad('Cmd = "/bin/sh"; Arguments = "-c \'kill -USR1 $$\'"'), execute, AS_SLOT)
     r = await h.wait()
     assert (r.exit_code, r.signal) == (None, signal.SIGUSR1)
     assert r.usage["ExitBySignal"] is True and r.usage["ExitSignal"] == signal.SIGUSR1
@@ -68,7 +67,7 @@ async def test_in_out_err_relative_to_the_sandbox_or_absolute(starter, execute, 
     (work / "input.txt").write_text("from stdin\n")
     cmd = script(work, "job.sh", "cat\necho to-stderr >&2\nexec sleep 30\n")
     job = ad(f'Cmd = {q(cmd)}; In = {q(work / "input.txt")}; Out = "out.txt"; Err = {q(work / "err.txt")}')
-    h = await starter.start("c1", job, execute, AS_ME)
+    h = await starter.start("c1", job, execute, AS_SLOT)
     out = h.sandbox / "out.txt"
     err = work / "err.txt"
     assert await wait_for(lambda: out.exists() and out.read_text() == "from stdin\n")
@@ -81,24 +80,24 @@ async def test_in_out_err_relative_to_the_sandbox_or_absolute(starter, execute, 
 async def test_out_and_err_to_the_same_file_interleave(starter, execute, work):
     cmd = script(work, "job.sh", "echo one\necho two >&2\necho three\n")
     both = q(work / "both.txt")
-    h = await starter.start("c1", ad(f"Cmd = {q(cmd)}; Out = {both}; Err = {both}"), execute, AS_ME)
+    h = await starter.start("c1", ad(f"Cmd = {q(cmd)}; Out = {both}; Err = {both}"), execute, AS_SLOT)
     await h.wait()
     assert (work / "both.txt").read_text() == "one\ntwo\nthree\n"
 
 
 async def test_missing_in_out_err_mean_dev_null(starter, execute, work):
     cmd = script(work, "job.sh", "cat\necho lost\necho lost >&2\n")
-    r = await (await starter.start("c1", ad(f"Cmd = {q(cmd)}"), execute, AS_ME)).wait()
+    r = await (await starter.start("c1", ad(f"Cmd = {q(cmd)}"), execute, AS_SLOT)).wait()
     assert r.exit_code == 0
 
 
 async def test_iwd_is_the_working_directory_else_the_sandbox(starter, execute, work):
     iwd = work / "iwd"
     iwd.mkdir()
-    h = await starter.start("c1", ad(f'Cmd = "/bin/pwd"; Iwd = {q(iwd)}; Out = {q(work / "a")}'), execute, AS_ME)
+    h = await starter.start("c1", ad(f'Cmd = "/bin/pwd"; Iwd = {q(iwd)}; Out = {q(work / "a")}'), execute, AS_SLOT)
     await h.wait()
     assert (work / "a").read_text().strip() == str(iwd)
-    h = await starter.start("c2", ad(f'Cmd = "/bin/pwd"; Out = {q(work / "b")}'), execute, AS_ME)
+    h = await starter.start("c2", ad(f'Cmd = "/bin/pwd"; Out = {q(work / "b")}'), execute, AS_SLOT)
     sandbox = h.sandbox
     await h.wait()
     assert (work / "b").read_text().strip() == str(sandbox)
@@ -106,7 +105,7 @@ async def test_iwd_is_the_working_directory_else_the_sandbox(starter, execute, w
 
 async def test_relative_cmd_is_found_in_iwd(starter, execute, work):
     script(work, "here.sh", "exit 5\n")
-    r = await (await starter.start("c1", ad(f'Cmd = "here.sh"; Iwd = {q(work)}'), execute, AS_ME)).wait()
+    r = await (await starter.start("c1", ad(f'Cmd = "here.sh"; Iwd = {q(work)}'), execute, AS_SLOT)).wait()
     assert r.exit_code == 5
 
 
@@ -128,7 +127,7 @@ async def test_environment_v2_and_the_variables_the_starter_sets(starter, execut
 
 async def test_env_v1(starter, execute, work):
     job = ad(f'Cmd = "/usr/bin/env"; Env = "A=1;B=x y"; Out = {q(work / "env.txt")}')
-    await (await starter.start("c1", job, execute, AS_ME)).wait()
+    await (await starter.start("c1", job, execute, AS_SLOT)).wait()
     env = dict(line.split("=", 1) for line in (work / "env.txt").read_text().splitlines())
     assert env["A"] == "1" and env["B"] == "x y"
 
@@ -138,13 +137,13 @@ async def test_arguments_v2_reach_the_job_without_a_shell(starter, execute, work
         'Cmd = "/usr/bin/printf"; Arguments = "\'[%s]\' a \'b c\' \'\' \'$HOME\' \'it\'\'s\'"; '
         f"Out = {q(work / 'out')}"
     )
-    await (await starter.start("c1", job, execute, AS_ME)).wait()
+    await (await starter.start("c1", job, execute, AS_SLOT)).wait()
     assert (work / "out").read_text() == "[a][b c][][$HOME][it's]"
 
 
 async def test_args_v1(starter, execute, work):
     job = ad(f"Cmd = \"/usr/bin/printf\"; Args = \"[%s] a 'b c'\"; Out = {q(work / 'out')}")
-    await (await starter.start("c1", job, execute, AS_ME)).wait()
+    await (await starter.start("c1", job, execute, AS_SLOT)).wait()
     assert (work / "out").read_text() == "[a]['b][c']"
 
 
@@ -171,7 +170,7 @@ async def test_start_refuses_with_a_clear_reason(starter, execute, work, job, re
     (work / "garbage").write_bytes(b"\x00\x01\x02 not a program")
     (work / "garbage").chmod(0o755)
     with pytest.raises(StartError, match=reason):
-        await starter.start("c1", ad(job.replace("{work}", str(work))), execute, AS_ME)
+        await starter.start("c1", ad(job.replace("{work}", str(work))), execute, AS_SLOT)
     assert list(execute.iterdir()) == []  # no sandbox left behind
     assert starter.handles == {}
 
@@ -211,7 +210,7 @@ async def test_job_runs_as_its_owner(starter, execute, work):
 FAMILY_SCRIPT = f"""\
 sleep 60 &
 sh -c 'sleep 60 & wait' &
-{sys.executable} -c 'import os, time; os.setsid(); time.sleep(60)' &
+{JOB_PYTHON} -c 'import os, time; os.setsid(); time.sleep(60)' &
 echo started > "$1"
 wait
 """
@@ -222,7 +221,7 @@ async def test_suspend_stops_every_process_and_resume_continues(make_starter, ex
     st = make_starter(use_cgroups=use_cgroups)
     cmd = script(work, "fam.sh", FAMILY_SCRIPT)
     flag = work / "started"
-    h = await st.start("c1", ad(f"Cmd = {q(cmd)}; Arguments = {q(str(flag))}"), execute, AS_ME)
+    h = await st.start("c1", ad(f"Cmd = {q(cmd)}; Arguments = {q(str(flag))}"), execute, AS_SLOT)
     try:
         assert await wait_for(lambda: flag.exists() and len(family_pids(h)) >= 5)
         pids = family_pids(h)
@@ -249,7 +248,7 @@ async def test_hard_kill_reaches_grandchildren_and_escapees(make_starter, execut
     st = make_starter(use_cgroups=use_cgroups)
     cmd = script(work, "fam.sh", FAMILY_SCRIPT)
     flag = work / "started"
-    h = await st.start("c1", ad(f"Cmd = {q(cmd)}; Arguments = {q(str(flag))}"), execute, AS_ME)
+    h = await st.start("c1", ad(f"Cmd = {q(cmd)}; Arguments = {q(str(flag))}"), execute, AS_SLOT)
     assert await wait_for(lambda: flag.exists() and len(family_pids(h)) >= 5)
     # the python grandchild calls setsid() once it is up: it leaves the job's session
     assert await wait_for(lambda: any(os.getsid(p) != h.pid for p in family_pids(h)))
@@ -266,7 +265,7 @@ async def test_hard_kill_reaches_grandchildren_and_escapees(make_starter, execut
 async def test_soft_kill_ignored_then_hard_kill_leaves_nothing(starter, execute, work):
     cmd = script(work, "stubborn.sh", "trap '' TERM\nsleep 60 &\necho up > \"$1\"\nwait\n")
     flag = work / "up"
-    h = await starter.start("c1", ad(f"Cmd = {q(cmd)}; Arguments = {q(str(flag))}"), execute, AS_ME)
+    h = await starter.start("c1", ad(f"Cmd = {q(cmd)}; Arguments = {q(str(flag))}"), execute, AS_SLOT)
     assert await wait_for(lambda: flag.exists())
     pids = family_pids(h)
     h.soft_kill()
@@ -282,7 +281,7 @@ async def test_soft_kill_sends_the_jobs_killsig_and_leftovers_die_with_the_job(s
     cmd = script(work, "graceful.sh", "trap 'exit 42' USR1\nsleep 60 &\necho up > \"$1\"\nwait\n")
     flag = work / "up"
     job = ad(f'Cmd = {q(cmd)}; Arguments = {q(str(flag))}; KillSig = "SIGUSR1"')
-    h = await starter.start("c1", job, execute, AS_ME)
+    h = await starter.start("c1", job, execute, AS_SLOT)
     assert await wait_for(lambda: flag.exists())
     pids = family_pids(h)
     assert len(pids) == 2
@@ -294,8 +293,8 @@ async def test_soft_kill_sends_the_jobs_killsig_and_leftovers_die_with_the_job(s
 
 
 async def test_usage_reports_cpu_percent_and_condor_load(starter, execute):
-    job = ad(f"Cmd = {q(sys.executable)}; Arguments = \"-c 'while True: pass'\"")
-    h = await starter.start("c1", job, execute, AS_ME)
+    job = ad(f"Cmd = {q(JOB_PYTHON)}; Arguments = \"-c 'while True: pass'\"")
+    h = await starter.start("c1", job, execute, AS_SLOT)
     h.usage()
     await asyncio.sleep(0.4)
     u = h.usage()
@@ -313,8 +312,8 @@ async def test_usage_reports_cpu_percent_and_condor_load(starter, execute):
 async def test_shutdown_stops_every_job(make_starter, execute, work):
     st = make_starter()
     stubborn = script(work, "stubborn.sh", "trap '' TERM\nsleep 60 &\nwait\n")
-    h1 = await st.start("c1", ad(f"Cmd = {q(stubborn)}"), execute, AS_ME)
-    h2 = await st.start("c2", ad('Cmd = "/bin/sleep"; Arguments = "60"'), execute, AS_ME)
+    h1 = await st.start("c1", ad(f"Cmd = {q(stubborn)}"), execute, AS_SLOT)
+    h2 = await st.start("c2", ad('Cmd = "/bin/sleep"; Arguments = "60"'), execute, AS_SLOT)
     await asyncio.sleep(0.2)
     pids = family_pids(h1) + family_pids(h2)
     results = await asyncio.wait_for(st.shutdown(grace=0.3), 10)
@@ -326,9 +325,9 @@ async def test_shutdown_stops_every_job(make_starter, execute, work):
 
 
 async def test_one_job_per_claim(starter, execute):
-    h = await starter.start("c1", ad('Cmd = "/bin/sleep"; Arguments = "60"'), execute, AS_ME)
+    h = await starter.start("c1", ad('Cmd = "/bin/sleep"; Arguments = "60"'), execute, AS_SLOT)
     with pytest.raises(StartError, match="already has a running job"):
-        await starter.start("c1", ad('Cmd = "/bin/true"'), execute, AS_ME)
+        await starter.start("c1", ad('Cmd = "/bin/true"'), execute, AS_SLOT)
     h.hard_kill()
     await h.wait()
 
@@ -338,7 +337,7 @@ async def test_job_is_placed_in_its_own_cgroup_when_the_hierarchy_is_writable(st
 
     own = own_cgroup2_dir()
     writable = own is not None and os.access(own, os.W_OK)
-    h = await starter.start("c1", ad('Cmd = "/bin/sleep"; Arguments = "60"'), execute, AS_ME)
+    h = await starter.start("c1", ad('Cmd = "/bin/sleep"; Arguments = "60"'), execute, AS_SLOT)
     try:
         if writable:
             assert h.family.cgroup is not None
@@ -358,5 +357,5 @@ async def test_job_is_placed_in_its_own_cgroup_when_the_hierarchy_is_writable(st
 async def test_a_required_cgroup_that_cannot_be_made_is_a_start_error(make_starter, execute, tmp_path):
     st = make_starter(use_cgroups=True, cgroup_parent=tmp_path / "not-a-cgroup")
     with pytest.raises(StartError, match="cgroup was required"):
-        await st.start("c1", ad('Cmd = "/bin/true"'), execute, AS_ME)
+        await st.start("c1", ad('Cmd = "/bin/true"'), execute, AS_SLOT)
     assert list(execute.iterdir()) == []

@@ -12,7 +12,7 @@ import time
 
 import psutil
 import pytest
-from jobkit import alive, script, wait_for
+from jobkit import JOB_PYTHON, alive, script, wait_for
 
 from startd.starter import reap_leftovers
 from startd.starter.family import pids_with_marker
@@ -29,7 +29,7 @@ async def main():
     job = ClassAd()
     job["Cmd"] = cmd
     job["Arguments"] = flag
-    h = await st.start("c1", job, execute, OwnerPolicy(run_as_owner=False))
+    h = await st.start("<127.0.0.1:9618>#1#1#" + "ab" * 32, job, execute, OwnerPolicy(run_as_owner=False))
     print(json.dumps({"pid": h.pid, "token": h.family.token, "sandbox": str(h.sandbox),
                       "cgroup": str(h.family.cgroup.path) if h.family.cgroup else None}), flush=True)
     await asyncio.sleep(3600)
@@ -40,7 +40,7 @@ asyncio.run(main())
 FAMILY = f"""\
 sleep 60 &
 sh -c 'sleep 60 & wait' &
-{sys.executable} -c 'import os, time; os.setsid(); time.sleep(60)' &
+{JOB_PYTHON} -c 'import os, time; os.setsid(); time.sleep(60)' &
 echo started > "$1"
 wait
 """
@@ -61,7 +61,7 @@ async def test_reap_kills_the_family_a_killed_daemon_left_behind(tmp_path, execu
         info = json.loads(await asyncio.wait_for(daemon.stdout.readline(), 10))
         assert await wait_for(lambda: flag.exists() and len(alive(pids_with_marker(info["token"]))) >= 5)
         pids = alive(pids_with_marker(info["token"]))
-        assert [r.claim_id for r in read_records(state_dir)] == ["c1"]
+        assert [r.public_claim_id for r in read_records(state_dir)] == ["<127.0.0.1:9618>#1#1#..."]
     finally:
         daemon.send_signal(signal.SIGKILL)  # the daemon dies without a word
         await daemon.wait()
@@ -94,14 +94,14 @@ async def test_jobs_of_a_daemon_still_running_are_left_alone(tmp_path):
         reg = JobRegistry(tmp_path)
         reg.add(
             JobRecord(
-                claim_id="c9", pid=sleeper.pid, create_time=psutil.Process(sleeper.pid).create_time(),
+                public_claim_id="<h>#9#...", key="k9", pid=sleeper.pid, create_time=psutil.Process(sleeper.pid).create_time(),
                 sid=sleeper.pid, token="t" * 24, cgroup=None, sandbox=None,
                 daemon_pid=parent.pid, daemon_create_time=parent.create_time(),
             )
         )
         assert reap_leftovers(tmp_path) == []
         assert sleeper.poll() is None
-        assert [r.claim_id for r in read_records(tmp_path)] == ["c9"]
+        assert [r.key for r in read_records(tmp_path)] == ["k9"]
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -114,7 +114,7 @@ async def test_a_reused_pid_is_not_mistaken_for_a_leftover(tmp_path):
         reg = JobRegistry(tmp_path)
         reg.add(
             JobRecord(
-                claim_id="c1", pid=sleeper.pid, create_time=time.time() - 10_000, sid=sleeper.pid,
+                public_claim_id="", pid=sleeper.pid, create_time=time.time() - 10_000, sid=sleeper.pid,
                 token="u" * 24, cgroup=None, sandbox=None, daemon_pid=2**22 + 7, daemon_create_time=0.0,
             )
         )

@@ -196,15 +196,15 @@ async def test_malformed_commands_get_a_reply_never_silence(mqtt_broker: str, to
     async with FakeStartd(mqtt_broker, topic_root, "m1") as daemon:
         topics = Topics(topic_root, "m1")
         async with BrokerSession(settings(mqtt_broker, topic_root)) as s:
-            mine = await s.subscribe(f"{topic_root}/me/reply", topics.replies)
+            mine = await s.subscribe(f"{topic_root}/reply/me", topics.replies)
             cases = [
                 (b"this is not json", "invalid JSON", topics.replies),
-                (json.dumps({"command": "explode", "request_id": "a", "reply_to": f"{topic_root}/me/reply"}),
-                 "unknown command 'explode'", f"{topic_root}/me/reply"),
-                (json.dumps({"command": "activate_claim", "request_id": "b", "reply_to": f"{topic_root}/me/reply"}),
-                 "missing field 'claim_id'", f"{topic_root}/me/reply"),
-                (json.dumps({"command": "vacate", "request_id": "c", "fast": 3, "reply_to": f"{topic_root}/me/reply"}),
-                 "field 'fast'", f"{topic_root}/me/reply"),
+                (json.dumps({"command": "explode", "request_id": "a", "reply_to": f"{topic_root}/reply/me"}),
+                 "unknown command 'explode'", f"{topic_root}/reply/me"),
+                (json.dumps({"command": "activate_claim", "request_id": "b", "reply_to": f"{topic_root}/reply/me"}),
+                 "missing field 'claim_id'", f"{topic_root}/reply/me"),
+                (json.dumps({"command": "vacate", "request_id": "c", "fast": 3, "reply_to": f"{topic_root}/reply/me"}),
+                 "field 'fast'", f"{topic_root}/reply/me"),
             ]
             for payload, reason, where in cases:
                 await s.client.publish(topics.command, payload, qos=1)
@@ -253,14 +253,14 @@ async def test_mqtt5_response_topic_and_correlation_data_are_honoured(mosquitto_
     topics = Topics(topic_root, "m1")
     async with FakeStartd(mosquitto_broker, topic_root, "m1"):
         async with aiomqtt.Client("127.0.0.1", 1883, protocol=aiomqtt.ProtocolVersion.V5, timeout=5) as c:
-            await c.subscribe(f"{topic_root}/v5/reply", qos=1)
+            await c.subscribe(f"{topic_root}/reply/v5", qos=1)
             props = Properties(PacketTypes.PUBLISH)
-            props.ResponseTopic = f"{topic_root}/v5/reply"
+            props.ResponseTopic = f"{topic_root}/reply/v5"
             props.CorrelationData = b"corr-42"
             await c.publish(topics.command, json.dumps({"command": "query", "request_id": 42}), qos=1,
                             properties=props)
             m = await asyncio.wait_for(anext(aiter(c.messages)), 5)
-            assert m.topic.value == f"{topic_root}/v5/reply"
+            assert m.topic.value == f"{topic_root}/reply/v5"
             assert m.properties.CorrelationData == b"corr-42"  # type: ignore[union-attr]
             body = json.loads(m.payload)
             assert body["request_id"] == 42 and body["ok"] is True

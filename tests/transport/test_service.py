@@ -11,6 +11,7 @@ import pytest
 from startd.transport.address import read_address_file
 from startd.transport.broker import EmbeddedBroker
 from startd.transport.client import BrokerSession
+from startd.transport.credentials import client_credentials
 from startd.transport.messages import make_reply
 from startd.transport.service import Transport
 from startd.transport.settings import BrokerUrlError, MqttSettings, Topics
@@ -20,34 +21,49 @@ def answer(cmd):  # type: ignore[no-untyped-def]
     return make_reply(cmd.request_id, True, command=cmd.command)
 
 
+def _key_file(tmp_path: Path) -> str:
+    return str(tmp_path / "passwords.d" / "POOL")
+
+
 async def test_no_broker_given_starts_the_embedded_one_and_writes_the_address_file(tmp_path: Path,
                                                                                    topic_root: str) -> None:
-    knobs = {"LOG": str(tmp_path), "STARTD_BROKER_PORT": "0", "STARTD_MQTT_PREFIX": topic_root}
+    knobs = {"LOG": str(tmp_path), "STARTD_BROKER_PORT": "0", "STARTD_MQTT_PREFIX": topic_root,
+             "SEC_TOKEN_POOL_SIGNING_KEY_FILE": _key_file(tmp_path), "TRUST_DOMAIN": "pool.example",
+             "UID_DOMAIN": "example.org"}
     t = await Transport.open(knobs, broker=None, machine="m1", handler=answer, wait_connected=10)
     try:
         assert t.broker is not None and t.url == t.broker.url
         assert read_address_file(tmp_path / ".startd_address") == t.url
+        # the daemon made the pool signing key at its first start, readable by its own user only
+        assert (Path(_key_file(tmp_path)).stat().st_mode & 0o777) == 0o600
         async with BrokerSession(MqttSettings.from_url(t.url, knobs)) as s:
             assert await s.machines() == {"m1": "online"}
             r = await s.request(Topics(topic_root, "m1"), {"command": "off"})
-            assert r["ok"] is True  # loopback broker, no knobs: everything allowed
+            assert r["ok"] is False and "authentication required" in r["error"]
+        token = client_credentials(knobs).token  # root on the machine reads the key: no token file needed
+        async with BrokerSession(MqttSettings.from_url(t.url, knobs), token=token) as s:
+            r = await s.request(Topics(topic_root, "m1"), {"command": "off"})
+            assert r["ok"] is True, r
     finally:
         await t.close()
     assert not (tmp_path / ".startd_address").exists()
     assert not t.broker.running
 
 
-async def test_a_given_broker_is_used_and_recorded(mqtt_broker: str, tmp_path: Path, topic_root: str) -> None:
+async def test_the_broker_user_layer_still_restricts_when_its_knobs_are_set(mqtt_broker: str, tmp_path: Path,
+                                                                            topic_root: str) -> None:
     knobs = {"STARTD_ADDRESS_FILE": str(tmp_path / "addr"), "STARTD_MQTT_PREFIX": topic_root,
-             "STARTD_MQTT_ADMIN_USERS": "root"}
+             "STARTD_MQTT_ADMIN_USERS": "root", "SEC_TOKEN_POOL_SIGNING_KEY_FILE": _key_file(tmp_path),
+             "TRUST_DOMAIN": "pool.example", "UID_DOMAIN": "example.org"}
     t = await Transport.open(knobs, broker=mqtt_broker, machine="m1", handler=answer, wait_connected=10)
     try:
         assert t.broker is None
         assert read_address_file(tmp_path / "addr") == mqtt_broker
-        async with BrokerSession(MqttSettings.from_url(mqtt_broker, knobs)) as s:
+        token = client_credentials(knobs).token
+        async with BrokerSession(MqttSettings.from_url(mqtt_broker, knobs), token=token) as s:
             r = await s.request(Topics(topic_root, "m1"), {"command": "reconfig"})
             assert r["ok"] is False and "STARTD_MQTT_ADMIN_USERS" in r["error"]
-            t.reconfigure({"STARTD_MQTT_ADMIN_USERS": "*"})
+            t.reconfigure({**knobs, "STARTD_MQTT_ADMIN_USERS": "*"})
             r = await s.request(Topics(topic_root, "m1"), {"command": "reconfig"})
             assert r["ok"] is True
     finally:

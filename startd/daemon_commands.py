@@ -1,0 +1,147 @@
+"""How ``startd run`` answers the commands that reach it over MQTT (:class:`CommandHandling`, a part of
+:class:`startd.daemon_loop.DaemonLoop`).
+
+The transport has authenticated and authorized the sender (:mod:`startd.transport.dispatch`) before a
+command gets here; what remains depends on the command and on who sent it:
+
+- ``request_claim`` and ``activate_claim``: whether the sender may run the job as the Owner it names
+  (:func:`startd.security.jobowner.owner_decision`); the answer travels with the claim to the starter.
+- ``reconfig`` with configuration text: HTCondor's runtime configuration rules
+  (:mod:`startd.security.runtime_config`); every accepted change is logged with who sent it.
+- ``vacate``, ``drain``, ``cancel_drain``, ``off``: logged with who sent them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import structlog
+
+from . import config as _config
+from .classad.jsonform import ad_to_obj
+from .engine import events as ev
+from .engine.claim import public_claim_id
+from .security.jobowner import OwnerRefused, owner_decision
+from .security.runtime_config import RuntimeConfigError, parse_runtime_config, render
+from .security.wire import Identity
+from .transport import messages as msg
+from .transport.dispatch import current_identity
+
+log = structlog.get_logger("startd.daemon")
+
+_ADMIN_COMMANDS = (msg.VacateCommand, msg.DrainCommand, msg.CancelDrainCommand, msg.OffCommand)
+
+
+class CommandHandling:
+    """The command handler of the daemon loop, and what it remembers of each claim's sender."""
+
+    engine: Any
+    conf: Any
+    metrics: Any
+    claim_ids: Any
+    transport: Any
+    shutting_down: str | None
+    #: claim id -> whether its job may run as its Owner (see owner_decision); claims the daemon made
+    #: itself (fetch-work hooks) are not here and are trusted, their job comes from the administrator
+    owner_trust: dict[str, bool]
+
+    async def feed(self, inp: ev.Input) -> list[ev.Output]:
+        raise NotImplementedError
+
+    async def _adopt_config(self, new: Any, by: str) -> None:
+        raise NotImplementedError
+
+    # -- who sent it ---------------------------------------------------------------------------------
+
+    def _levels(self, identity: Identity) -> set[str]:
+        """The names of the authorization levels ``identity`` holds."""
+        security = self.transport.dispatcher.security if self.transport is not None else None
+        if security is None:
+            return set()
+        return {lvl.name for lvl in security.table.levels(identity, client_is_local=security.client_is_local)}
+
+    def _with_owner_checked(self, cmd: msg.BaseCommand, identity: Identity) -> tuple[msg.BaseCommand, bool]:
+        """The command with its job's Owner vouched for (filled in when missing), and whether the job may
+        run as that Owner. Raises OwnerRefused."""
+        job = msg._job_ad(getattr(cmd, "job", None))
+        checked, trusted = owner_decision(job, identity, may_act_for_others="DAEMON" in self._levels(identity),
+                                          uid_domain=self.conf.get("UID_DOMAIN") or "")
+        if checked is not job and checked is not None:
+            cmd = cmd.model_copy(update={"job": ad_to_obj(checked)})
+        return cmd, trusted
+
+    def _remember_trust(self, claim_id: str, trusted: bool) -> None:
+        if len(self.owner_trust) > 64 and self.engine is not None:
+            live = {c.id for s in self.engine.slots.values() for c in (s.claim, s.pre, s.pending) if c is not None}
+            for old in [k for k in self.owner_trust if k not in live]:
+                del self.owner_trust[old]
+        self.owner_trust[claim_id] = trusted
+
+    # -- the handler ---------------------------------------------------------------------------------
+
+    async def _on_command(self, cmd: msg.BaseCommand) -> msg.ReplyMessage:
+        if self.engine is None:
+            return msg.error_reply(cmd.request_id, "the startd is starting", command=cmd.command)
+        self.metrics.inc("commands")
+        identity = current_identity.get()
+        if isinstance(cmd, msg.QueryCommand):
+            ads = {s: self.engine.slot_ad(s) for s in self.engine.slot_names()}
+            return msg.query_reply(cmd, ads, now=time.time())
+        trusted: bool | None = None
+        if isinstance(cmd, (msg.RequestClaimCommand, msg.ActivateClaimCommand)):
+            try:
+                cmd, trusted = self._with_owner_checked(cmd, identity)
+            except OwnerRefused as e:
+                log.warning("command refused", command=cmd.command, identity=identity.user, reason=str(e))
+                return msg.error_reply(cmd.request_id, str(e), command=cmd.command)
+            if isinstance(cmd, msg.ActivateClaimCommand) and cmd.job is None:
+                trusted = None  # the claim's own job, vouched for when the claim was made
+        if isinstance(cmd, msg.ReconfigCommand) and cmd.config is not None and cmd.config.strip():
+            try:
+                assignments = parse_runtime_config(cmd.config, self.conf, self._levels(identity))
+            except RuntimeConfigError as e:
+                log.warning("reconfig refused", identity=identity.user, reason=str(e))
+                return msg.error_reply(cmd.request_id, str(e), command=cmd.command)
+            cmd = cmd.model_copy(update={"config": render(assignments)})
+            log.info("runtime configuration received", by=identity.user, names=[n for n, _ in assignments])
+        if isinstance(cmd, _ADMIN_COMMANDS) or isinstance(cmd, msg.ReconfigCommand):
+            log.info("administrative command", command=cmd.command, by=identity.user)
+        try:
+            inp = msg.to_engine_input(cmd, time.time(), claim_id_factory=self.claim_ids,
+                                      load_config=self._load_for_reconfig)
+        except msg.CommandError as e:
+            log.warning("command refused", command=cmd.command, identity=identity.user, reason=str(e))
+            return msg.error_reply(cmd.request_id, str(e), command=cmd.command)
+        if inp is None:
+            return msg.error_reply(cmd.request_id, f"'{cmd.command}' is not handled here", command=cmd.command)
+        if isinstance(inp, ev.Shutdown):
+            self.shutting_down = self.shutting_down or inp.how
+            log.info("shutdown requested", how=inp.how, by=identity.user)
+        outputs = await self.feed(inp)
+        reply = next((o for o in outputs if isinstance(o, ev.Reply) and o.request is cmd), None)
+        if reply is None:
+            return msg.error_reply(cmd.request_id, "the engine gave no reply", command=cmd.command)
+        if trusted is not None and reply.accepted:
+            claim_id = reply.claim_id or getattr(cmd, "claim_id", "")
+            if claim_id:
+                self._remember_trust(claim_id, trusted)
+        if isinstance(inp, ev.Reconfig):
+            if reply.accepted:
+                await self._adopt_config(inp.config, f"command from {identity.user}")
+            else:
+                log.error("reconfig refused, keeping the previous configuration", error=reply.error)
+        elif reply.accepted and reply.claim_id and isinstance(cmd, msg.RequestClaimCommand):
+            log.info("claim granted", slot=reply.slot, claim=public_claim_id(reply.claim_id), to=identity.user)
+        return msg.reply_from_engine(reply, cmd)
+
+    def _load_for_reconfig(self, text: str | None) -> Any:
+        """The configuration read again; ``text`` (runtime configuration, already checked) is added after
+        it, and stays for later reconfigurations until the daemon restarts, as HTCondor keeps runtime
+        settings."""
+        if not text:
+            return _config.reload(self.conf)
+        path, base_text = getattr(self.conf, "origin", (None, None))
+        base = f"include : {path}\n" if path else (base_text or "")
+        return _config.load(text=base + "\n" + text + "\n")
+
