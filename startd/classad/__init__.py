@@ -7,6 +7,9 @@
 4096
 >>> ClassAd.symmetric_match(machine, job)
 True
+
+Expressions from the network are evaluated under a bound: ``with evaluation_budget(0.05): ...``
+(:mod:`startd.classad.limits`).
 """
 
 # The evaluator and the unparser install themselves into the modules below them (the tree and the
@@ -14,6 +17,7 @@ True
 from . import evaluate as _evaluate  # noqa: F401
 from .ad import ClassAd, Expr, parse_ad, parse_ads, parse_expr, value_to_node
 from .jsonform import from_json, to_json
+from .limits import EvaluationBudget, evaluation_budget
 from .parser import ClassAdSyntaxError
 from .unparse import format_value, unparse
 from .values import ERROR, UNDEFINED, AbsTime, RelTime
@@ -30,6 +34,8 @@ __all__ = [
     "from_json",
     "value_to_node",
     "ClassAdSyntaxError",
+    "evaluation_budget",
+    "EvaluationBudget",
     "UNDEFINED",
     "ERROR",
     "AbsTime",

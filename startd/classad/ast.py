@@ -208,6 +208,45 @@ def iter_nodes(node: Node) -> Iterator[Node]:
             stack += reversed([e for _, e in cast(RecordExpr, n).attrs])
 
 
+def taller_than(node: Node, limit: int) -> bool:
+    """Whether the tree has more than ``limit`` levels (measured without recursion: it may be taller
+    than the stack)."""
+    stack = [(node, 1)]
+    while stack:
+        n, level = stack.pop()
+        if level > limit:
+            return True
+        level += 1
+        # the class is tested once; each branch casts ``n`` to the class it tested
+        t = type(n)
+        if t is BinaryOp:
+            bop = cast(BinaryOp, n)
+            stack += ((bop.left, level), (bop.right, level))
+        elif t is UnaryOp:
+            stack.append((cast(UnaryOp, n).operand, level))
+        elif t is Paren:
+            stack.append((cast(Paren, n).inner, level))
+        elif t is Conditional:
+            c = cast(Conditional, n)
+            stack += ((c.cond, level), (c.other, level))
+            if c.then is not None:
+                stack.append((c.then, level))
+        elif t is Subscript:
+            sub = cast(Subscript, n)
+            stack += ((sub.base, level), (sub.index, level))
+        elif t is AttrRef:
+            base = cast(AttrRef, n).base
+            if base is not None:
+                stack.append((base, level))
+        elif t is Call:
+            stack += ((a, level) for a in cast(Call, n).args)
+        elif t is ListExpr:
+            stack += ((a, level) for a in cast(ListExpr, n).items)
+        elif t is RecordExpr:
+            stack += ((e, level) for _, e in cast(RecordExpr, n).attrs)
+    return False
+
+
 def references(node: Node) -> set[str]:
     """Names of the attributes a tree refers to: unscoped names, and ``MY.x``/``TARGET.x`` as ``x``."""
     out: set[str] = set()

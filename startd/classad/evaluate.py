@@ -3,8 +3,10 @@
 Each tree is compiled once into nested Python closures ``f(state) -> value``; evaluation then costs
 one call per node and no dispatch on node types. :class:`EvalState` carries what the closures
 need: the current scope (the record whose attributes unscoped names see first), the two ads of a
-match (MY and TARGET), the clock, and the set of attributes under evaluation (a reference back into
-one of them is a circular reference and yields ``undefined``, as in HTCondor).
+match (MY and TARGET), the clock, the set of attributes under evaluation (a reference back into
+one of them is a circular reference and yields ``undefined``, as in HTCondor), and the caller's
+evaluation budget, if any (:mod:`startd.classad.limits`): function calls and attribute references
+count against it, and when it runs out the whole evaluation stops with ``error``.
 
 Scoping follows HTCondor's MatchClassAd: an unscoped name is looked up in the current record, then
 its enclosing records; past the top-level ad the names ``MY``/``AD`` (the ad itself) and
@@ -12,14 +14,14 @@ its enclosing records; past the top-level ad the names ``MY``/``AD`` (the ad its
 is looked up in the other ad of the match (the "alternate scope"), when the reference is made from a
 top-level ad. ``self``, ``parent``, ``toplevel``/``root`` and ``CurrentTime`` are special names.
 
-The operators on values are :mod:`startd.classad.operators`, the functions
-:mod:`startd.classad.functions`. Importing this module installs the compiler behind ``Node.ev`` and
-:func:`evaluate_node` behind ``Expr.evaluate``/``ClassAd.evaluate`` (those modules sit below it).
+The operators on values are :mod:`startd.classad.operators` (their closures
+:mod:`startd.classad.compile_operators`), the functions :mod:`startd.classad.functions`. Importing
+this module installs the compiler behind ``Node.ev`` and :func:`evaluate_node` behind
+``Expr.evaluate``/``ClassAd.evaluate`` (those modules sit below it).
 """
 
 from __future__ import annotations
 
-import operator
 import time
 from typing import Any, Callable, cast
 
@@ -28,9 +30,10 @@ from .ast import (
     AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp,
     install_compiler,
 )
-from .operators import arith, bitwise, compare, identical
+from .compile_operators import compile_binary, compile_unary
+from .limits import MAX_EVAL_TEXT, BudgetExhausted, EvaluationBudget, charge_size, current_budget
 from .parser import ClassAdSyntaxError, parse_node
-from .values import ERROR, UNDEFINED, RelTime, wrap_int, INT64_MIN, INT64_MAX
+from .values import ERROR, UNDEFINED
 
 Value = Any
 Closure = Callable[["EvalState"], Value]
@@ -46,7 +49,7 @@ def _system_clock() -> float:
 class EvalState:
     """The state of one evaluation."""
 
-    __slots__ = ("scope", "left", "right", "root", "busy", "depth", "_clock", "_now")
+    __slots__ = ("scope", "left", "right", "root", "busy", "depth", "budget", "_clock", "_now")
 
     def __init__(
         self,
@@ -56,6 +59,7 @@ class EvalState:
         root: Any = None,
         now: float | None = None,
         clock: Callable[[], float] | None = None,
+        budget: EvaluationBudget | None = None,
     ) -> None:
         self.scope = scope
         self.left = left
@@ -63,6 +67,7 @@ class EvalState:
         self.root = root
         self.busy: set[tuple[int, int]] = set()
         self.depth = 0
+        self.budget = budget
         self._clock = clock
         self._now = now
 
@@ -93,6 +98,9 @@ class EvalState:
 
     def eval_text(self, text: str) -> Value:
         """Parse ``text`` as an expression and evaluate it in the current scope (``eval()``)."""
+        if len(text) > MAX_EVAL_TEXT:
+            return ERROR
+        charge_size(self, len(text))
         try:
             node = parse_node(text)
         except (ClassAdSyntaxError, RecursionError):
@@ -202,6 +210,11 @@ def _eval_found(st: EvalState, found: tuple[Any, Any, Any] | None) -> Value:
         return UNDEFINED  # circular reference
     if st.depth >= MAX_ATTR_DEPTH:
         return ERROR
+    budget = st.budget
+    if budget is not None:
+        budget.left -= 1
+        if budget.left < 0:
+            budget.refill()
     busy.add(key)
     saved = st.scope
     st.scope = scope
@@ -254,9 +267,11 @@ def compile_node(node: Node) -> Closure:
     if t is AttrRef:
         return _compile_attr(cast(AttrRef, node))
     if t is BinaryOp:
-        return _compile_binary(cast(BinaryOp, node))
+        b = cast(BinaryOp, node)
+        return compile_binary(b.op, _fn(b.left), _fn(b.right))
     if t is UnaryOp:
-        return _compile_unary(cast(UnaryOp, node))
+        u = cast(UnaryOp, node)
+        return compile_unary(u.op, _fn(u.operand))
     if t is Paren:
         return _fn(cast(Paren, node).inner)
     if t is Conditional:
@@ -387,204 +402,16 @@ def _compile_call(node: Call) -> Closure:
     if impl is None:
         return lambda st: ERROR
     args = node.args
-    return lambda st: impl(st, args)
 
+    def call(st: EvalState) -> Value:
+        budget = st.budget
+        if budget is not None:
+            budget.left -= 1
+            if budget.left < 0:
+                budget.refill()
+        return impl(st, args)
 
-# --- operators -----------------------------------------------------------------------------------
-
-
-def _to_bool(v: Value) -> Value:
-    """Operand of a logical operator: a boolean, UNDEFINED, or ERROR for anything else."""
-    t = type(v)
-    if t is bool:
-        return v
-    if t is int or t is float:
-        return v != 0
-    if v is UNDEFINED:
-        return UNDEFINED
-    return ERROR
-
-
-def _compile_logical(op: str, lf: Closure, rf: Closure) -> Closure:
-    if op == "&&":
-
-        def and_(st: EvalState) -> Value:
-            a = lf(st)
-            if a is False:
-                return False
-            if a is not True:
-                a = _to_bool(a)
-                if a is False:
-                    return False
-                if a is ERROR:
-                    return ERROR
-            b = rf(st)
-            if b is not True and b is not False:
-                b = _to_bool(b)
-            if a is True:
-                return b
-            # a is UNDEFINED
-            if b is False:
-                return False
-            if b is True or b is UNDEFINED:
-                return UNDEFINED
-            return ERROR
-
-        return and_
-
-    def or_(st: EvalState) -> Value:
-        a = lf(st)
-        if a is True:
-            return True
-        if a is not False:
-            a = _to_bool(a)
-            if a is True:
-                return True
-            if a is ERROR:
-                return ERROR
-        b = rf(st)
-        if b is not True and b is not False:
-            b = _to_bool(b)
-        if a is False:
-            return b
-        if b is True:
-            return True
-        if b is False or b is UNDEFINED:
-            return UNDEFINED
-        return ERROR
-
-    return or_
-
-
-_ARITH = frozenset("+-*/%")
-_COMPARE = frozenset(("<", "<=", ">", ">=", "==", "!="))
-_BITWISE = frozenset(("&", "|", "^", "<<", ">>", ">>>"))
-
-
-def _compile_binary(node: BinaryOp) -> Closure:
-    op = node.op
-    lf = _fn(node.left)
-    rf = _fn(node.right)
-    if op == "&&" or op == "||":
-        return _compile_logical(op, lf, rf)
-    if op == "=?=":
-        return lambda st: identical(lf(st), rf(st))
-    if op == "=!=":
-
-        def not_identical(st: EvalState) -> Value:
-            r = identical(lf(st), rf(st))
-            return r if r is ERROR else not r
-
-        return not_identical
-    if op in _COMPARE:
-        return _compile_compare(op, lf, rf)
-    if op in _ARITH:
-        if op == "+":
-
-            def add(st: EvalState) -> Value:
-                a = lf(st)
-                b = rf(st)
-                if type(a) is int and type(b) is int:
-                    r = a + b
-                    return r if INT64_MIN <= r <= INT64_MAX else wrap_int(r)
-                return arith("+", a, b)
-
-            return add
-        if op == "*":
-
-            def mul(st: EvalState) -> Value:
-                a = lf(st)
-                b = rf(st)
-                if type(a) is int and type(b) is int:
-                    r = a * b
-                    return r if INT64_MIN <= r <= INT64_MAX else wrap_int(r)
-                return arith("*", a, b)
-
-            return mul
-        return lambda st: arith(op, lf(st), rf(st))
-    if op in _BITWISE:
-        return lambda st: bitwise(op, lf(st), rf(st))
-    raise TypeError(f"unknown operator {op}")
-
-
-_PY_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
-    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
-}
-
-
-def _compile_compare(op: str, lf: Closure, rf: Closure) -> Closure:
-    # Numbers compare directly (the common case in policies); everything else goes through compare().
-    py = _PY_COMPARE[op]
-
-    def cmp(st: EvalState) -> Value:
-        a = lf(st)
-        b = rf(st)
-        ta = type(a)
-        if (ta is int or ta is float) and type(b) in _NUM:
-            return py(a, b)
-        return compare(op, a, b)
-
-    return cmp
-
-
-_NUM = frozenset((int, float, bool))
-
-
-def _compile_unary(node: UnaryOp) -> Closure:
-    op = node.op
-    f = _fn(node.operand)
-    if op == "!":
-
-        def not_(st: EvalState) -> Value:
-            v = f(st)
-            t = type(v)
-            if t is bool:
-                return not v
-            if t is int or t is float:
-                return v == 0
-            if v is UNDEFINED:
-                return UNDEFINED
-            return ERROR
-
-        return not_
-    if op == "-":
-
-        def neg(st: EvalState) -> Value:
-            v = f(st)
-            t = type(v)
-            if t is int:
-                return wrap_int(-v)
-            if t is float:
-                return -v
-            if t is RelTime:
-                return RelTime(-v.secs)
-            if v is UNDEFINED:
-                return UNDEFINED
-            return ERROR
-
-        return neg
-    if op == "+":
-
-        def pos(st: EvalState) -> Value:
-            v = f(st)
-            t = type(v)
-            if t is int or t is float or t is RelTime:
-                return v
-            if v is UNDEFINED:
-                return UNDEFINED
-            return ERROR
-
-        return pos
-
-    def inv(st: EvalState) -> Value:
-        v = f(st)
-        if type(v) is int:
-            return ~v
-        if v is UNDEFINED:
-            return UNDEFINED
-        return ERROR
-
-    return inv
+    return call
 
 
 def evaluate_node(
@@ -594,15 +421,24 @@ def evaluate_node(
     now: float | None = None,
     clock: Callable[[], float] | None = None,
 ) -> Value:
-    """Evaluate a tree with MY = ``scope`` and TARGET = ``target``. Never raises: failures are ERROR."""
+    """Evaluate a tree with MY = ``scope`` and TARGET = ``target``. Never raises: failures are ERROR.
+
+    Under an :func:`~startd.classad.limits.evaluation_budget`, an evaluation that runs out of it is
+    ERROR as a whole.
+    """
     if scope is None:
         scope = ClassAd()
     root = scope if target is None else None
-    st = EvalState(scope, scope, target, root, now, clock)
+    budget = current_budget()
+    st = EvalState(scope, scope, target, root, now, clock, budget)
     try:
+        if budget is not None:
+            budget.charge()
         return _fn(node)(st)
     except RecursionError:
         # deeper than any real policy: a chain of tens of thousands of operators
+        return ERROR
+    except BudgetExhausted:
         return ERROR
 
 

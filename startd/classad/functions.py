@@ -51,15 +51,18 @@ Every function in :data:`FUNCTIONS` is total: an unexpected Python exception ins
 ``error``.
 
 Differences in regular expressions: HTCondor uses PCRE2 on bytes, without UTF mode. Patterns
-here run under Python's ``re`` on the UTF-8 bytes, which agrees for the usual syntax (classes,
-``\\d \\w \\s``, anchors, ``\\A \\z \\Z``, lazy/possessive quantifiers, atomic groups, named groups
-``(?<n>...)``/``\\k<n>``, POSIX classes ``[[:alpha:]]``, inline ``(?i)``, ``\\Q..\\E``, ``\\x{..}``,
-``\\h``, ``\\R``). PCRE features with no ``re`` counterpart (``\\p{..}`` Unicode properties,
-recursion, ``\\K``, branch reset, conditionals, backtracking verbs) and a back-reference to a
-group that is still open (which PCRE lets fail to match) give ``error`` as an invalid pattern
-would. Option letters: ``i m s x`` (and ``f``/``g`` for the substitutions) in lower case only
-for ``regexp``/``regexpMember``/``regexps``/``replace*``; either case for
-``stringList_regexpMember``, as in HTCondor.
+here are judged valid by Python's ``re`` and run by the ``regex`` module (same syntax, and a time
+limit on each match: :mod:`startd.classad.functions_regex`) on the UTF-8 bytes, which agrees
+for the usual syntax (classes, ``\\d \\w \\s``, anchors, ``\\A \\z \\Z``, lazy/possessive
+quantifiers, atomic groups, named groups ``(?<n>...)``/``\\k<n>``, POSIX classes ``[[:alpha:]]``,
+inline ``(?i)``, ``\\Q..\\E``, ``\\x{..}``, ``\\h``, ``\\R``). PCRE features with no ``re``
+counterpart (``\\p{..}`` Unicode properties, recursion, ``\\K``, branch reset, conditionals,
+backtracking verbs) and a back-reference to a group that is still open (which PCRE lets fail to
+match) give ``error`` as an invalid pattern would, and so does a match that runs out of time (as
+PCRE's match limit does in HTCondor) or a pattern too large to compile safely. Option letters:
+``i m s x`` (and ``f``/``g`` for the substitutions) in lower case only for
+``regexp``/``regexpMember``/``regexps``/``replace*``; either case for ``stringList_regexpMember``,
+as in HTCondor.
 """
 
 from __future__ import annotations
@@ -69,12 +72,11 @@ import random as _random
 from typing import Any, Callable, Sequence
 
 from .functions_common import (
-    ERROR, UNDEFINED, AbsTime, RelTime, compare, identical, real_to_int, to_int, to_real,
-    to_string, wrap_int,
+    ERROR, UNDEFINED, AbsTime, RelTime, real_to_int, to_int, to_real, to_string, wrap_int,
 )
 from .ad import is_classad
 from .ast import AttrRef
-from .operators import arith
+from .limits import MAX_STRING_LENGTH, BudgetExhausted, charge_size
 from .unparse_htcondor import unparse_htcondor
 
 Value = Any
@@ -168,7 +170,10 @@ def fn_unparse(st: Any, args: Sequence[Any]) -> Value:
     if not is_classad(scope) or ref.name not in scope:
         return ""
     expr = scope[ref.name]
-    return unparse_htcondor(getattr(expr, "node", expr))
+    # Nested lists print with ever deeper indentation: bound the text, as every built string is.
+    text = unparse_htcondor(getattr(expr, "node", expr), MAX_STRING_LENGTH)
+    charge_size(st, len(text))
+    return text
 
 
 def fn_debug(st: Any, args: Sequence[Any]) -> Value:
@@ -347,172 +352,6 @@ def fn_random(st: Any, args: Sequence[Any]) -> Value:
 
 
 # --------------------------------------------------------------------------------------------
-# Lists
-# --------------------------------------------------------------------------------------------
-
-def _member(use_is: bool) -> FunctionType:
-    def fn(st: Any, args: Sequence[Any]) -> Value:
-        if len(args) != 2:
-            return ERROR
-        x = args[0].ev(st)
-        lst = args[1].ev(st)
-        if lst is UNDEFINED or (not use_is and x is UNDEFINED):
-            return UNDEFINED
-        if type(lst) is not list or type(x) is list or is_classad(x):
-            return ERROR
-        if use_is:
-            for item in lst:
-                if identical(item, x) is True:
-                    return True
-            return False
-        if x is ERROR:
-            return ERROR
-        for item in lst:
-            if compare("==", item, x) is True:
-                return True
-        return False
-    return fn
-
-
-def fn_size(st: Any, args: Sequence[Any]) -> Value:
-    """``size(x)``: bytes of a string, entries of a list or of a record."""
-    if len(args) != 1:
-        return ERROR
-    v = args[0].ev(st)
-    t = type(v)
-    if t is str:
-        return len(v.encode("utf-8", "surrogateescape"))
-    if t is list:
-        return len(v)
-    if v is UNDEFINED:
-        return UNDEFINED
-    if is_classad(v):
-        return len(v)
-    return ERROR
-
-
-def _add(a: Value, b: Value) -> Value:
-    """``a + b`` as the ``+`` operator computes it (a real sum reaching +inf is an error)."""
-    return arith("+", a, b)
-
-
-def _list_arg(st: Any, args: Sequence[Any]) -> Value:
-    if len(args) != 1:
-        return ERROR
-    v = args[0].ev(st)
-    if v is UNDEFINED or type(v) is list:
-        return v
-    return ERROR
-
-
-def fn_sum(st: Any, args: Sequence[Any]) -> Value:
-    """``sum(list)``: undefined entries are skipped, other non-numbers make it an error."""
-    lst = _list_arg(st, args)
-    if type(lst) is not list:
-        return lst
-    result: Value = 0
-    first = True
-    for item in lst:
-        t = type(item)
-        if t is int or t is float or t is bool:
-            if first:
-                result = item
-                first = False
-            else:
-                result = _add(result, item)
-        elif item is not UNDEFINED:
-            return ERROR
-    return result
-
-
-def fn_avg(st: Any, args: Sequence[Any]) -> Value:
-    """``avg(list)``: real mean of the numeric entries (undefined skipped); 0 when there are none."""
-    lst = _list_arg(st, args)
-    if type(lst) is not list:
-        return lst
-    result: Value = 0
-    n = 0
-    for item in lst:
-        t = type(item)
-        if t is int or t is float or t is bool:
-            result = item if n == 0 else _add(result, item)
-            n += 1
-        elif item is not UNDEFINED:
-            return ERROR
-    if n == 0:
-        return 0
-    return arith("/", result, float(n))
-
-
-def _minmax(is_min: bool) -> FunctionType:
-    def fn(st: Any, args: Sequence[Any]) -> Value:
-        lst = _list_arg(st, args)
-        if type(lst) is not list:
-            return lst
-        result: Value = UNDEFINED
-        n = 0
-        any_real = False
-        for item in lst:
-            t = type(item)
-            if t is int or t is float or t is bool:
-                if t is float:
-                    any_real = True
-                if n == 0:
-                    result = item
-                elif (item < result) if is_min else (item > result):
-                    result = item
-                n += 1
-            elif item is not UNDEFINED:
-                return ERROR
-        if n <= 1:
-            return result
-        # With more than one entry the bound comes back as a number of the widest type seen.
-        return float(result) if any_real else int(result)
-    return fn
-
-
-_LIST_OPS = {"<": "<", "<=": "<=", "!=": "!=", "==": "==", ">": ">", ">=": ">=",
-             "is": "is", "isnt": "isnt"}
-
-
-def _list_compare(need_all: bool) -> FunctionType:
-    def fn(st: Any, args: Sequence[Any]) -> Value:
-        if len(args) != 3:
-            return ERROR
-        opv = args[0].ev(st)
-        if opv is UNDEFINED:
-            return UNDEFINED
-        if type(opv) is not str:
-            return ERROR
-        op = _LIST_OPS.get(opv)
-        if op is None:
-            return ERROR
-        lst = args[1].ev(st)
-        if lst is UNDEFINED:
-            return UNDEFINED
-        if type(lst) is not list:
-            return ERROR
-        target = args[2].ev(st)
-        if type(target) is list or is_classad(target):
-            return ERROR
-        for item in lst:
-            r = compare(op, item, target)
-            if r is True:
-                if not need_all:
-                    return True
-            elif r is False:
-                if need_all:
-                    return False
-            elif r is UNDEFINED:
-                # An undefined comparison ends the scan with false, whichever function it is.
-                return False
-            else:
-                return ERROR
-        return need_all
-    return fn
-
-
-# --------------------------------------------------------------------------------------------
 # Nested ads
 # --------------------------------------------------------------------------------------------
 
@@ -601,24 +440,19 @@ FUNCTIONS: dict[str, FunctionType] = {
     "pow": fn_pow,
     "quantize": fn_quantize,
     "random": fn_random,
-    "member": _member(False),
-    "identicalmember": _member(True),
-    "size": fn_size,
-    "sum": fn_sum,
-    "avg": fn_avg,
-    "min": _minmax(True),
-    "max": _minmax(False),
-    "anycompare": _list_compare(False),
-    "allcompare": _list_compare(True),
     "evalineachcontext": fn_evalineachcontext,
     "countmatches": fn_countmatches,
 }
 
 from .functions_argsenv import ARGSENV_FUNCTIONS  # noqa: E402  (registry assembled in order)
+from .functions_lists import LIST_FUNCTIONS  # noqa: E402
+from .functions_regex import REGEX_FUNCTIONS  # noqa: E402
 from .functions_strings import STRING_FUNCTIONS  # noqa: E402
 from .functions_time import TIME_FUNCTIONS  # noqa: E402
 
+FUNCTIONS.update(LIST_FUNCTIONS)
 FUNCTIONS.update(STRING_FUNCTIONS)
+FUNCTIONS.update(REGEX_FUNCTIONS)
 FUNCTIONS.update(TIME_FUNCTIONS)
 FUNCTIONS.update(ARGSENV_FUNCTIONS)
 
@@ -626,12 +460,13 @@ FUNCTIONS.update(ARGSENV_FUNCTIONS)
 def _total(fn: FunctionType) -> FunctionType:
     """``fn`` made total: an unexpected Python exception inside it gives ``error``.
 
-    Running out of stack is left to propagate, so that the evaluation as a whole gives up at once.
+    Running out of stack or of the evaluation budget is left to propagate, so that the evaluation
+    as a whole gives up at once.
     """
     def call(st: Any, args: Sequence[Any]) -> Value:
         try:
             return fn(st, args)
-        except RecursionError:
+        except (RecursionError, BudgetExhausted):
             raise
         except Exception:
             return ERROR

@@ -13,6 +13,7 @@ import math
 import re
 from typing import Any, Callable, Sequence
 
+from .limits import MAX_STRING_LENGTH
 from .operators import compare as _evaluator_compare, identical
 from .times import abstime_text
 from .unparse import quote_name, unparse_node
@@ -71,7 +72,11 @@ def quote_string(s: str) -> str:
 
 
 def value_text(v: Value) -> str:
-    """The ClassAd literal text of any value (what ``unparse`` of a literal gives)."""
+    """The ClassAd literal text of any value (what ``unparse`` of a literal gives).
+
+    Raises ValueError for a list whose text would pass :data:`~startd.classad.limits.MAX_STRING_LENGTH`
+    (the functions, which never raise, give ``error`` for it).
+    """
     t = type(v)
     if t is str:
         return quote_string(v)
@@ -84,7 +89,16 @@ def value_text(v: Value) -> str:
     if t is list:
         if not v:
             return "{  }"
-        return "{ " + ",".join(value_text(x) for x in v) + " }"
+        parts = []
+        size = 0
+        for x in v:
+            text = value_text(x)
+            size += len(text) + 1
+            if size > MAX_STRING_LENGTH:
+                # a list of many references to one long string would spell out each copy
+                raise ValueError("the text of this list is too long")
+            parts.append(text)
+        return "{ " + ",".join(parts) + " }"
     if v is UNDEFINED:
         return "undefined"
     if v is ERROR:

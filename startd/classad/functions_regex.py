@@ -1,180 +1,279 @@
-"""PCRE-compatible regular expressions on top of Python's ``re``, for the ClassAd functions.
+"""The regular-expression functions of the ClassAd language, time-limited.
 
-HTCondor compiles patterns with PCRE2 in byte (non-UTF) mode. Patterns are translated here into
-Python syntax where the two differ and compiled as byte patterns over the UTF-8 text, so ``.``
-matches one byte and case folding touches ASCII letters only, as in HTCondor. Compiled patterns
-are cached: the same few patterns are matched over and over during matchmaking.
+``regexp``, ``regexpMember``, ``regexps``, ``replace``, ``replaceAll`` and ``stringList_regexpMember``,
+on patterns read as PCRE reads them (:mod:`startd.classad.pcre`).
+
+A hostile pattern can backtrack for ages (``(a|aa)+$`` against a long run of ``a`` and a ``!``):
+each call matches for at most :data:`~startd.classad.limits.REGEX_TIMEOUT` seconds, or what remains
+of the caller's evaluation budget, and past it the function's value is ``error``, as HTCondor's is
+when PCRE2 reaches its match limit. A (pattern, text) pair that used up a whole time limit once is
+remembered and gives ``error`` at once after that, so that a policy evaluated over and over does not
+pay again.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Optional
+import time
+from typing import Any, Callable, Optional, Sequence
 
-_POSIX_CLASSES = {
-    "alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z", "lower": "a-z",
-    "space": r" \t\n\r\f\v", "blank": r" \t", "punct": r"!-/:-@\[-`{-~", "xdigit": "0-9A-Fa-f",
-    "word": "a-zA-Z0-9_", "cntrl": r"\x00-\x1f\x7f", "print": r"\x20-\x7e", "graph": r"\x21-\x7e",
-    "ascii": r"\x00-\x7f",
-}
+import regex
 
-_SIMPLE_ESCAPES = {
-    "z": r"\Z",
-    "Z": r"(?=\n?\Z)",
-    "e": r"\x1b",
-    "h": r"[ \t\xa0]",
-    "H": r"[^ \t\xa0]",
-    "R": r"(?:\r\n|[\n\x0b\x0c\r\x85])",
-}
+from .functions_common import ERROR, UNDEFINED, from_bytes, to_bytes
+from .functions_strings import tokens
+from .limits import MAX_STRING_LENGTH, REGEX_TIMEOUT, charge_size, regex_time_limit, regex_timed_out
+from .pcre import (
+    UNTIMED_TEXT, Compiled, compat_flags, compile_cached, compile_pattern, libclassad_flags, translate,
+)
+
+Value = Any
+FunctionType = Callable[[Any, Sequence[Any]], Value]
 
 
-class _Unsupported(Exception):
-    """A PCRE construct with no Python equivalent."""
+# --------------------------------------------------------------------------------------------
+# Matching under a time limit
+# --------------------------------------------------------------------------------------------
+
+# (pattern, flags, text) that ran out of a whole time limit; bounded, and only for short texts
+# (a backtracking pattern needs no long one to be slow).
+_timed_out: dict[tuple[str, int, bytes], None] = {}
+_TIMED_OUT_MAX = 1024
+_TIMED_OUT_TEXT = 4096
 
 
-def translate(pattern: str) -> str:
-    """Rewrite a PCRE pattern into Python ``re`` syntax (raises ``_Unsupported``)."""
-    out: list[str] = []
+class _Matcher:
+    """The searches of one function call, which share its time limit (set by the first timed one)."""
+
+    __slots__ = ("st", "pattern", "flags", "end", "full", "first")
+
+    def __init__(self, st: Any, pattern: str, flags: int) -> None:
+        self.st = st
+        self.pattern = pattern
+        self.flags = flags
+        self.end = -1.0
+        self.full = True
+        self.first = True
+
+    def search(self, compiled: Compiled, data: bytes, pos: int = 0) -> Optional[regex.Match[bytes]]:
+        """``rx.search(data, pos)``; raises TimeoutError when the call's time runs out."""
+        if compiled.plain and len(data) <= UNTIMED_TEXT:
+            return compiled.rx.search(data, pos)
+        if _timed_out and (self.pattern, self.flags, data) in _timed_out:
+            raise TimeoutError("this text has exhausted this pattern's time limit before")
+        if self.end < 0:
+            limit = regex_time_limit(self.st)
+            self.full = limit >= REGEX_TIMEOUT  # not cut short by the budget
+            self.end = time.monotonic() + limit
+        left = self.end - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the time limit of the call has run out")
+        m = compiled.rx.search(data, pos, timeout=left)
+        self.first = False
+        return m
+
+    def timed_out(self, data: bytes) -> Value:
+        """The function's value once a search ran out of time: error (the whole evaluation stops
+        when that was the budget's deadline)."""
+        regex_timed_out(self.st)
+        if self.first and self.full and len(data) <= _TIMED_OUT_TEXT:
+            if len(_timed_out) >= _TIMED_OUT_MAX:
+                _timed_out.clear()
+            _timed_out[(self.pattern, self.flags, data)] = None
+        return ERROR
+
+
+# --------------------------------------------------------------------------------------------
+# stringList_regexpMember, regexp, regexpMember, regexps, replace, replaceAll
+# --------------------------------------------------------------------------------------------
+
+def fn_stringlist_regexpmember(st: Any, args: Sequence[Any]) -> Value:
+    """``stringList_regexpMember(pattern, list [, delims [, options]])``."""
+    n = len(args)
+    if n < 2 or n > 4:
+        return ERROR
+    vals = [x.ev(st) for x in args]
+    if any(type(v) is not str for v in vals):
+        return ERROR
+    pattern, lst = vals[0], vals[1]
+    delims = vals[2] if n >= 3 else ", "
+    options = vals[3] if n == 4 else ""
+    flags = compat_flags(options)
+    compiled = compile_cached(pattern, flags, st)
+    if compiled is None:
+        return ERROR
+    items = tokens(lst, delims, st)
+    if not items:
+        return UNDEFINED
+    matcher = _Matcher(st, pattern, flags)
+    data = b""
+    try:
+        for x in items:
+            data = to_bytes(x)
+            if matcher.search(compiled, data) is not None:
+                return True
+    except TimeoutError:
+        return matcher.timed_out(data)
+    return False
+
+
+def _regex_args(st: Any, args: Sequence[Any], lo: int, hi: int) -> Value:
+    """Evaluated arguments; ERROR before UNDEFINED; options (the last, optional one) a string."""
+    n = len(args)
+    if n < lo or n > hi:
+        return ERROR
+    vals = [x.ev(st) for x in args]
+    if any(v is ERROR for v in vals):
+        return ERROR
+    if any(v is UNDEFINED for v in vals):
+        return UNDEFINED
+    if n == hi and type(vals[-1]) is not str:
+        return ERROR
+    return vals
+
+
+def fn_regexp(st: Any, args: Sequence[Any]) -> Value:
+    """``regexp(pattern, target [, options])``: whether the pattern matches somewhere in target."""
+    vals = _regex_args(st, args, 2, 3)
+    if type(vals) is not list:
+        return vals
+    pattern, target = vals[0], vals[1]
+    if type(pattern) is not str or type(target) is not str:
+        return ERROR
+    flags = libclassad_flags(vals[2])[0] if len(vals) == 3 else 0
+    compiled = compile_cached(pattern, flags, st)
+    if compiled is None:
+        return ERROR
+    data = to_bytes(target)
+    if compiled.plain and len(data) <= UNTIMED_TEXT:
+        return compiled.rx.search(data) is not None
+    matcher = _Matcher(st, pattern, flags)
+    try:
+        return matcher.search(compiled, data) is not None
+    except TimeoutError:
+        return matcher.timed_out(data)
+
+
+def fn_regexpmember(st: Any, args: Sequence[Any]) -> Value:
+    """``regexpMember(pattern, list [, options])``: whether any string of the list matches."""
+    vals = _regex_args(st, args, 2, 3)
+    if type(vals) is not list:
+        return vals
+    pattern, lst = vals[0], vals[1]
+    if type(pattern) is not str or type(lst) is not list:
+        return ERROR
+    flags = libclassad_flags(vals[2])[0] if len(vals) == 3 else 0
+    compiled = compile_cached(pattern, flags, st)
+    matcher = _Matcher(st, pattern, flags)
+    maybe_undefined = False
+    data = b""
+    try:
+        for item in lst:
+            if type(item) is not str:
+                if item is UNDEFINED:
+                    maybe_undefined = True
+                    continue
+                return ERROR
+            # An invalid pattern never matches here (HTCondor reports no error for it).
+            if compiled is not None:
+                data = to_bytes(item)
+                if matcher.search(compiled, data) is not None:
+                    return True
+    except TimeoutError:
+        return matcher.timed_out(data)
+    return UNDEFINED if maybe_undefined else False
+
+
+def _expand(template: bytes, m: regex.Match[bytes], ngroups: int) -> bytes | None:
+    """Backslash expansion of a substitution: ``\\0``..``\\9`` are groups, all else literal."""
+    # PCRE reports groups up to the highest one that took part in the match.
+    top = 0
+    for g in range(ngroups, 0, -1):
+        if m.start(g) != -1:
+            top = g
+            break
+    out = bytearray()
     i = 0
-    n = len(pattern)
-    in_class = False
+    n = len(template)
     while i < n:
-        c = pattern[i]
-        if c == "\\":
-            if i + 1 >= n:
-                out.append("\\")  # lets re report the trailing backslash
-                i += 1
-                continue
-            d = pattern[i + 1]
-            if d == "Q":
-                end = pattern.find("\\E", i + 2)
-                lit = pattern[i + 2:] if end < 0 else pattern[i + 2:end]
-                out.append(re.escape(lit))
-                i = n if end < 0 else end + 2
-                continue
-            if d == "E":
-                i += 2
-                continue
-            if d == "x" and i + 2 < n and pattern[i + 2] == "{":
-                end = pattern.find("}", i + 3)
-                if end < 0:
-                    raise _Unsupported(pattern)
-                code = int(pattern[i + 3:end] or "0", 16)
-                if code > 0xFF:
-                    raise _Unsupported(pattern)
-                out.append("\\x%02x" % code)
-                i = end + 1
-                continue
-            if d == "k" and i + 2 < n and pattern[i + 2] in "<{'":
-                close = {"<": ">", "{": "}", "'": "'"}[pattern[i + 2]]
-                end = pattern.find(close, i + 3)
-                if end < 0:
-                    raise _Unsupported(pattern)
-                out.append("(?P=%s)" % pattern[i + 3:end])
-                i = end + 1
-                continue
-            if not in_class and d in _SIMPLE_ESCAPES:
-                out.append(_SIMPLE_ESCAPES[d])
-                i += 2
-                continue
-            if d in "pPKXgGCN":
-                raise _Unsupported(pattern)
-            out.append(pattern[i:i + 2])
+        c = template[i]
+        if c == 92 and i + 1 < n and 48 <= template[i + 1] <= 57:
+            g = template[i + 1] - 48
+            if g > top:
+                return None
+            part = m.group(g)
+            if part:
+                out += part
             i += 2
             continue
-        if in_class:
-            if c == "[" and pattern.startswith("[:", i):
-                end = pattern.find(":]", i + 2)
-                if end > 0:
-                    name = pattern[i + 2:end]
-                    neg = name.startswith("^")
-                    if neg:
-                        raise _Unsupported(pattern)
-                    if name not in _POSIX_CLASSES:
-                        raise _Unsupported(pattern)
-                    out.append(_POSIX_CLASSES[name])
-                    i = end + 2
-                    continue
-            if c == "[":
-                out.append("\\[")
-                i += 1
-                continue
-            if c == "]":
-                in_class = False
-            out.append(c)
-            i += 1
-            continue
-        if c == "[":
-            in_class = True
-            out.append(c)
-            i += 1
-            # A ']' right after '[' or '[^' is a literal member in both dialects.
-            if i < n and pattern[i] == "^":
-                out.append("^")
-                i += 1
-            if i < n and pattern[i] == "]":
-                out.append("\\]")
-                i += 1
-            continue
-        if c == "(" and pattern.startswith("(?", i):
-            rest = pattern[i + 2:i + 3]
-            if pattern.startswith("(?<", i) and pattern[i + 3:i + 4] not in ("=", "!"):
-                out.append("(?P<")
-                i += 3
-                continue
-            if pattern.startswith("(?'", i):
-                end = pattern.find("'", i + 3)
-                if end < 0:
-                    raise _Unsupported(pattern)
-                out.append("(?P<%s>" % pattern[i + 3:end])
-                i = end + 1
-                continue
-            if rest in ("|", "(", "R", "&") or rest.isdigit() or rest == "+":
-                raise _Unsupported(pattern)
         out.append(c)
         i += 1
-    return "".join(out)
+    return bytes(out)
 
 
-_cache: dict[tuple[str, int], Optional[re.Pattern[bytes]]] = {}
-_CACHE_MAX = 4096
+def _substitute(mode: str) -> FunctionType:
+    def fn(st: Any, args: Sequence[Any]) -> Value:
+        vals = _regex_args(st, args, 3, 4)
+        if type(vals) is not list:
+            return vals
+        options = vals[3] if len(vals) == 4 else ""
+        if mode == "replace":
+            options += "f"
+        elif mode == "replaceall":
+            options += "fg"
+        pattern, target, repl = vals[0], vals[1], vals[2]
+        if type(pattern) is not str or type(target) is not str or type(repl) is not str:
+            return ERROR
+        flags, full, glob = libclassad_flags(options)
+        compiled = compile_cached(pattern, flags, st)
+        if compiled is None:
+            return ERROR
+        tb = to_bytes(target)
+        rb = to_bytes(repl)
+        matcher = _Matcher(st, pattern, flags)
+        try:
+            return _substituted(matcher, compiled, target, tb, rb, full, glob)
+        except TimeoutError:
+            return matcher.timed_out(tb)
+    return fn
 
 
-def compile_pattern(pattern: str, flags: int) -> Optional[re.Pattern[bytes]]:
-    """The compiled byte pattern, or None when HTCondor would reject (or we cannot run) it."""
-    key = (pattern, flags)
-    try:
-        return _cache[key]
-    except KeyError:
-        pass
-    try:
-        rx: Optional[re.Pattern[bytes]] = re.compile(
-            translate(pattern).encode("utf-8", "surrogateescape"), flags)
-    except (re.error, _Unsupported, ValueError, OverflowError, RecursionError):
-        rx = None
-    if len(_cache) >= _CACHE_MAX:
-        _cache.clear()
-    _cache[key] = rx
-    return rx
+def _substituted(matcher: _Matcher, compiled: Compiled, target: str, tb: bytes, rb: bytes, full: bool,
+                 glob: bool) -> Value:
+    """The text of a substitution of ``target`` (``tb`` its bytes, ``rb`` those of the replacement;
+    ``full``: with the unmatched parts; ``glob``: every match)."""
+    out = bytearray()
+    pos = 0
+    m = matcher.search(compiled, tb, pos)
+    if m is None:
+        return target if full else ""
+    while m is not None:
+        if glob and m.end() == m.start():
+            # A global substitution that matches the empty string is refused.
+            return ERROR
+        if full:
+            out += tb[pos:m.start()]
+        piece = _expand(rb, m, compiled.rx.groups)
+        if piece is None:
+            return ERROR
+        out += piece
+        if len(out) > MAX_STRING_LENGTH:
+            return ERROR
+        pos = m.end()
+        if not glob:
+            break
+        m = matcher.search(compiled, tb, pos)
+    if full:
+        out += tb[pos:]
+    charge_size(matcher.st, len(out))
+    return from_bytes(bytes(out))
 
 
-def libclassad_flags(options: str) -> tuple[int, bool, bool]:
-    """Options of ``regexp``/``regexps``...: (re flags, full-target, global). Lower case only."""
-    flags = 0
-    if "i" in options:
-        flags |= re.IGNORECASE
-    if "m" in options:
-        flags |= re.MULTILINE
-    if "s" in options:
-        flags |= re.DOTALL
-    if "x" in options:
-        flags |= re.VERBOSE
-    return flags, "f" in options, "g" in options
+REGEX_FUNCTIONS: dict[str, FunctionType] = {
+    "stringlist_regexpmember": fn_stringlist_regexpmember,
+    "regexp": fn_regexp,
+    "regexpmember": fn_regexpmember,
+    "regexps": _substitute("regexps"),
+    "replace": _substitute("replace"),
+    "replaceall": _substitute("replaceall"),
+}
 
-
-def compat_flags(options: str) -> int:
-    """Options of ``stringList_regexpMember``: either letter case is accepted."""
-    return libclassad_flags(options.lower())[0]
-
-
-__all__ = ["compile_pattern", "libclassad_flags", "compat_flags", "translate"]
+__all__ = ["REGEX_FUNCTIONS", "compile_pattern", "libclassad_flags", "compat_flags", "translate"]

@@ -1,4 +1,5 @@
-"""String, string-list, version and regular-expression functions of the ClassAd language."""
+"""String, string-list and version functions of the ClassAd language (the regular-expression ones are
+:mod:`startd.classad.functions_regex`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any, Callable, Sequence
 from .functions_common import (
     ERROR, UNDEFINED, from_bytes, real_to_int, strtod_prefix, to_bytes, to_string,
 )
-from .functions_regex import compat_flags, compile_pattern, libclassad_flags
+from .limits import MAX_STRING_LENGTH, charge_size
 
 Value = Any
 FunctionType = Callable[[Any, Sequence[Any]], Value]
@@ -22,13 +23,22 @@ _C_SPACE = " \t\n\v\f\r"
 # --------------------------------------------------------------------------------------------
 
 def fn_strcat(st: Any, args: Sequence[Any]) -> Value:
-    """``strcat(a, ...)``: concatenated string forms; the first undefined/error argument wins."""
+    """``strcat(a, ...)``: concatenated string forms; the first undefined/error argument wins.
+
+    A result longer than :data:`~startd.classad.limits.MAX_STRING_LENGTH` is ``error``.
+    """
     parts = []
+    size = 0
     for a in args:
         s = to_string(a.ev(st))
         if type(s) is not str:
             return s
         parts.append(s)
+        size += len(s)
+    if size >= 1024:
+        if size > MAX_STRING_LENGTH:
+            return ERROR
+        charge_size(st, size)
     return "".join(parts)
 
 
@@ -66,6 +76,10 @@ def fn_join(st: Any, args: Sequence[Any]) -> Value:
         if buf:
             buf += sep
         buf += s
+        if len(buf) > MAX_STRING_LENGTH:
+            return ERROR
+    if len(buf) >= 1024:
+        charge_size(st, len(buf))
     return buf
 
 
@@ -256,6 +270,7 @@ def fn_split(st: Any, args: Sequence[Any]) -> Value:
     if type(s) is not str or type(seps) is not str:
         return ERROR
     b = to_bytes(s)
+    charge_size(st, len(b))
     sepset = set(to_bytes(seps))
     out: list[Value] = []
     last = 0
@@ -295,23 +310,34 @@ def _split_at(slot: bool) -> FunctionType:
 # --------------------------------------------------------------------------------------------
 
 _token_cache: dict[tuple[str, str], list[str]] = {}
+_TOKEN_CACHE_TEXT = 4096  # longer lists are split each time rather than kept (the cache holds 4096)
 
 
-def tokens(s: str, delims: str) -> list[str]:
-    """Items of a string list: split at any delimiter character, trimmed, empty ones dropped."""
+def tokens(s: str, delims: str, st: Any = None) -> list[str]:
+    """Items of a string list: split at any delimiter character, trimmed, empty ones dropped.
+
+    ``st``, the evaluation state, when given, is charged for splitting a long list.
+    """
     key = (s, delims)
     hit = _token_cache.get(key)
     if hit is not None:
         return hit
-    if delims:
+    if len(delims) > 64:
+        # One delimiter for all, rather than a character class as long as the delimiters.
+        one = delims[0]
+        parts = s.translate({ord(c): one for c in set(delims)}).split(one)
+    elif delims:
         parts = re.split("[" + re.escape(delims) + "]", s)
     else:
         parts = [s]
     out = [p.strip(_C_SPACE) for p in parts]
     out = [p for p in out if p]
-    if len(_token_cache) > 4096:
-        _token_cache.clear()
-    _token_cache[key] = out
+    if len(s) + len(delims) <= _TOKEN_CACHE_TEXT:
+        if len(_token_cache) > 4096:
+            _token_cache.clear()
+        _token_cache[key] = out
+    elif st is not None:
+        charge_size(st, len(s))
     return out
 
 
@@ -331,7 +357,7 @@ def fn_stringlistsize(st: Any, args: Sequence[Any]) -> Value:
     la = _list_args(st, args)
     if la is ERROR:
         return ERROR
-    return len(tokens(*la))
+    return len(tokens(la[0], la[1], st))
 
 
 _FLT_MAX = 3.4028234663852886e38
@@ -343,7 +369,7 @@ def _summarize(kind: str) -> FunctionType:
         la = _list_args(st, args)
         if la is ERROR:
             return ERROR
-        items = tokens(*la)
+        items = tokens(la[0], la[1], st)
         # HTCondor accumulates in a double, starting min at FLT_MAX and max at FLT_MIN.
         acc = _FLT_MAX if kind == "min" else _FLT_MIN if kind == "max" else 0.0
         is_real = False
@@ -384,7 +410,7 @@ def _strlist_member(fold: bool, subset: bool) -> FunctionType:
         item = "" if item is UNDEFINED else item
         lst = "" if lst is UNDEFINED else lst
         delims = ", \t\r\n" if delims is UNDEFINED else delims
-        items = tokens(lst, delims)
+        items = tokens(lst, delims, st)
         if not subset:
             if fold:
                 key = to_bytes(item).lower()
@@ -396,10 +422,10 @@ def _strlist_member(fold: bool, subset: bool) -> FunctionType:
         want: list[bytes] | list[str]
         if fold:
             have = {to_bytes(x).lower() for x in items}
-            want = [to_bytes(x).lower() for x in tokens(item, delims)]
+            want = [to_bytes(x).lower() for x in tokens(item, delims, st)]
         else:
             have = set(items)
-            want = tokens(item, delims)
+            want = tokens(item, delims, st)
         if not want:
             return False
         return all(w in have for w in want)
@@ -419,156 +445,8 @@ def fn_stringlistsintersect(st: Any, args: Sequence[Any]) -> Value:
     if any(type(v) is not str for v in vals):
         return ERROR
     delims = vals[2] if n == 3 else ", "
-    have = set(tokens(vals[0], delims))
-    return any(x in have for x in tokens(vals[1], delims))
-
-
-def fn_stringlist_regexpmember(st: Any, args: Sequence[Any]) -> Value:
-    """``stringList_regexpMember(pattern, list [, delims [, options]])``."""
-    n = len(args)
-    if n < 2 or n > 4:
-        return ERROR
-    vals = [x.ev(st) for x in args]
-    if any(type(v) is not str for v in vals):
-        return ERROR
-    pattern, lst = vals[0], vals[1]
-    delims = vals[2] if n >= 3 else ", "
-    options = vals[3] if n == 4 else ""
-    rx = compile_pattern(pattern, compat_flags(options))
-    if rx is None:
-        return ERROR
-    items = tokens(lst, delims)
-    if not items:
-        return UNDEFINED
-    return any(rx.search(to_bytes(x)) is not None for x in items)
-
-
-# --------------------------------------------------------------------------------------------
-# regexp, regexpMember, regexps, replace, replaceAll
-# --------------------------------------------------------------------------------------------
-
-def _regex_args(st: Any, args: Sequence[Any], lo: int, hi: int) -> Value:
-    """Evaluated arguments; ERROR before UNDEFINED; options (the last, optional one) a string."""
-    n = len(args)
-    if n < lo or n > hi:
-        return ERROR
-    vals = [x.ev(st) for x in args]
-    if any(v is ERROR for v in vals):
-        return ERROR
-    if any(v is UNDEFINED for v in vals):
-        return UNDEFINED
-    if n == hi and type(vals[-1]) is not str:
-        return ERROR
-    return vals
-
-
-def fn_regexp(st: Any, args: Sequence[Any]) -> Value:
-    """``regexp(pattern, target [, options])``: whether the pattern matches somewhere in target."""
-    vals = _regex_args(st, args, 2, 3)
-    if type(vals) is not list:
-        return vals
-    pattern, target = vals[0], vals[1]
-    if type(pattern) is not str or type(target) is not str:
-        return ERROR
-    flags = libclassad_flags(vals[2])[0] if len(vals) == 3 else 0
-    rx = compile_pattern(pattern, flags)
-    if rx is None:
-        return ERROR
-    return rx.search(to_bytes(target)) is not None
-
-
-def fn_regexpmember(st: Any, args: Sequence[Any]) -> Value:
-    """``regexpMember(pattern, list [, options])``: whether any string of the list matches."""
-    vals = _regex_args(st, args, 2, 3)
-    if type(vals) is not list:
-        return vals
-    pattern, lst = vals[0], vals[1]
-    if type(pattern) is not str or type(lst) is not list:
-        return ERROR
-    flags = libclassad_flags(vals[2])[0] if len(vals) == 3 else 0
-    rx = compile_pattern(pattern, flags)
-    maybe_undefined = False
-    for item in lst:
-        if type(item) is not str:
-            if item is UNDEFINED:
-                maybe_undefined = True
-                continue
-            return ERROR
-        # An invalid pattern never matches here (HTCondor reports no error for it).
-        if rx is not None and rx.search(to_bytes(item)) is not None:
-            return True
-    return UNDEFINED if maybe_undefined else False
-
-
-def _expand(template: bytes, m: "re.Match[bytes]", ngroups: int) -> bytes | None:
-    """Backslash expansion of a substitution: ``\\0``..``\\9`` are groups, all else literal."""
-    # PCRE reports groups up to the highest one that took part in the match.
-    top = 0
-    for g in range(ngroups, 0, -1):
-        if m.start(g) != -1:
-            top = g
-            break
-    out = bytearray()
-    i = 0
-    n = len(template)
-    while i < n:
-        c = template[i]
-        if c == 92 and i + 1 < n and _isdigit(template[i + 1]):
-            g = template[i + 1] - 48
-            if g > top:
-                return None
-            part = m.group(g)
-            if part:
-                out += part
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    return bytes(out)
-
-
-def _substitute(mode: str) -> FunctionType:
-    def fn(st: Any, args: Sequence[Any]) -> Value:
-        vals = _regex_args(st, args, 3, 4)
-        if type(vals) is not list:
-            return vals
-        options = vals[3] if len(vals) == 4 else ""
-        if mode == "replace":
-            options += "f"
-        elif mode == "replaceall":
-            options += "fg"
-        pattern, target, repl = vals[0], vals[1], vals[2]
-        if type(pattern) is not str or type(target) is not str or type(repl) is not str:
-            return ERROR
-        flags, full, glob = libclassad_flags(options)
-        rx = compile_pattern(pattern, flags)
-        if rx is None:
-            return ERROR
-        tb = to_bytes(target)
-        rb = to_bytes(repl)
-        out = bytearray()
-        pos = 0
-        m = rx.search(tb, pos)
-        if m is None:
-            return target if full else ""
-        while m is not None:
-            if glob and m.end() == m.start():
-                # A global substitution that matches the empty string is refused.
-                return ERROR
-            if full:
-                out += tb[pos:m.start()]
-            piece = _expand(rb, m, rx.groups)
-            if piece is None:
-                return ERROR
-            out += piece
-            pos = m.end()
-            if not glob:
-                break
-            m = rx.search(tb, pos)
-        if full:
-            out += tb[pos:]
-        return from_bytes(bytes(out))
-    return fn
+    have = set(tokens(vals[0], delims, st))
+    return any(x in have for x in tokens(vals[1], delims, st))
 
 
 # --------------------------------------------------------------------------------------------
@@ -618,12 +496,6 @@ STRING_FUNCTIONS: dict[str, FunctionType] = {
     "stringlistsubsetmatch": _strlist_member(False, True),
     "stringlistisubsetmatch": _strlist_member(True, True),
     "stringlistsintersect": fn_stringlistsintersect,
-    "stringlist_regexpmember": fn_stringlist_regexpmember,
-    "regexp": fn_regexp,
-    "regexpmember": fn_regexpmember,
-    "regexps": _substitute("regexps"),
-    "replace": _substitute("replace"),
-    "replaceall": _substitute("replaceall"),
     "userhome": fn_userhome,
 }
 STRING_FUNCTIONS.update({name: _version(name) for name in _VERSION_TESTS})

@@ -1,10 +1,11 @@
-"""Lexer and parser of the ClassAd language: the new syntax (``[ a = 1; b = 2 ]``) and the old one
-(one ``Name = expr`` a line, as ``condor_status -l`` prints and job/machine ad files hold).
+"""Parser of the ClassAd language: the new syntax (``[ a = 1; b = 2 ]``) and the old one (one
+``Name = expr`` a line, as ``condor_status -l`` prints and job/machine ad files hold).
 
 The grammar and its quirks follow HTCondor's parser: C-like precedence, ``is``/``isnt`` as aliases of
-``=?=``/``=!=``, a unary minus folded into a following number literal, integers with a leading zero
-read digit by digit, out-of-range integer literals becoming 0, and quoted attribute names
-(``'weird name'``).
+``=?=``/``=!=``, and the tokens of :mod:`startd.classad.lexer` (a unary minus folded into a following
+number literal, integers with a leading zero read digit by digit, out-of-range integer literals
+becoming 0, quoted attribute names). Hostile text is a :class:`ClassAdSyntaxError` naming its place,
+never a crash: nesting, runs of operators and the height of the tree are bounded.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ import re
 import sys
 from typing import Any, Callable, Iterator, TypeVar
 
-from .ast import AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp
+from .ast import (
+    AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp, taller_than,
+)
+from .lexer import ClassAdSyntaxError as ClassAdSyntaxError  # re-exported: the error of every parse
+from .lexer import Reparse, int_literal, read_string, tokenize, tokenize_fast
 from .times import parse_time_literal
-from .values import ERROR, UNDEFINED, INT64_MAX, INT64_MIN
 
 MAX_DEPTH = 1000
 """Deepest nesting of expressions the parser accepts; deeper text is a syntax error, not a crash."""
@@ -24,42 +28,16 @@ MAX_CHAIN = 4000
 """Longest run of operators in a row (``1 + 1 + ...``, ``a.b.c...``): each makes the tree one level
 deeper, and a tree deeper than this cannot be compiled or printed without exhausting the stack."""
 
+MAX_HEIGHT = 5000
+"""Most levels a whole expression's tree may have, whatever makes it tall: runs of operators nested in
+parentheses (``((1+1+...)+1+...)``) would otherwise multiply MAX_CHAIN by MAX_DEPTH. Only an
+expression of more tokens than this can be taller, so only such a one is measured."""
+
 # Parsing, compiling and evaluating are recursive; CPython 3.11 runs Python-to-Python calls without
 # growing the C stack, so a higher limit than the default 1000 is safe and lets deep (but legal)
 # expressions through.
 if sys.getrecursionlimit() < 30000:
     sys.setrecursionlimit(30000)
-
-
-class ClassAdSyntaxError(ValueError):
-    """Malformed ClassAd text. The message names the line, the column and the offending excerpt."""
-
-    def __init__(self, message: str, text: str = "", pos: int = 0, *, line_offset: int = 0, source: str = "") -> None:
-        line = text.count("\n", 0, pos) + 1 + line_offset
-        col = pos - (text.rfind("\n", 0, pos) + 1) + 1
-        start = text.rfind("\n", 0, pos) + 1
-        end = text.find("\n", pos)
-        if end < 0:
-            end = len(text)
-        excerpt = text[start:end]
-        if len(excerpt) > 80:
-            lo = max(0, pos - start - 40)
-            excerpt = excerpt[lo : lo + 80]
-        where = f"{source}:" if source else ""
-        super().__init__(f"{where}line {line}, column {col}: {message}: {excerpt!r}")
-        self.pos = pos
-        self.line = line
-        self.column = col
-        self.excerpt = excerpt
-        self.reason = message
-
-
-class _Reparse(ClassAdSyntaxError):
-    """Raised inside a fast parse that found an error; the text is parsed again with positions."""
-
-    def __init__(self, message: str) -> None:
-        ValueError.__init__(self, message)
-        self.reason = message
 
 
 _T = TypeVar("_T")
@@ -70,220 +48,10 @@ def _precise(make: Callable[[bool], _T]) -> _T:
     try:
         try:
             return make(False)
-        except _Reparse:
+        except Reparse:
             return make(True)
     except RecursionError:
         raise ClassAdSyntaxError("expression nested too deeply", "", 0) from None
-
-
-# --- lexer -------------------------------------------------------------------------------------
-
-_TOKEN_RE = re.compile(
-    r"""
-    (?P<ws>[ \t\r\n\f\v]+|//[^\n]*|/\*.*?\*/|\#[^\n]*)
-  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<neg>-(?=[0-9]|\.[0-9]))
-  | (?P<real>(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)
-  | (?P<int>[1-9]\d*|0[xX][0-9a-fA-F]+|0[0-7]*)
-  | (?P<op>>>>|=\?=|=!=|<<|>>|<=|>=|==|!=|&&|\|\||\?:|[-+*/%<>=!~&|^?:.,;()\[\]{}])
-  | (?P<str>"(?:[^"\\]|\\.)*")
-  | (?P<qname>'(?:[^'\\]|\\.)*')
-  | (?P<bad>.)
-    """,
-    re.VERBOSE | re.DOTALL,
-)
-
-_OPERAND_END = frozenset(("int", "real", "str", "name", "qname", "kw"))
-_CLOSERS = frozenset((")", "]", "}"))
-
-_KEYWORDS = {"true": True, "false": False, "undefined": UNDEFINED, "error": ERROR}
-_WORD_OPS = {"is": "=?=", "isnt": "=!="}
-
-_ESCAPES = {"n": "\n", "t": "\t", "b": "\b", "r": "\r", "f": "\f", "v": "\v", "a": "\a", "\\": "\\", '"': '"', "'": "'", "?": "?"}
-_OCTAL_RE = re.compile(r"[0-7]{1,3}")
-
-
-def _int_literal(text: str) -> int:
-    """Convert integer literal text (with its sign) as HTCondor does: a value outside 64 bits becomes 0."""
-    digits = text.lstrip("-")
-    if digits[:2] in ("0x", "0X"):
-        return 0  # read as decimal: the conversion stops at the 'x'
-    if len(digits.lstrip("0")) > 19:
-        return 0  # certainly outside 64 bits
-    v = int(text, 10)
-    if v < INT64_MIN or v > INT64_MAX:
-        return 0
-    return v
-
-
-Token = tuple[str, Any, int]  # (kind, value, position); kind is one of int real str name qname op kw eof
-
-
-def _read_string(text: str, pos: int, quote: str, old: bool) -> tuple[str, int]:
-    """Read a quoted string whose opening quote is at ``pos - 1``; return (value, position after)."""
-    out: list[str] = []
-    i = pos
-    n = len(text)
-    while True:
-        j = i
-        # fast scan to the next quote or backslash
-        while j < n and text[j] != quote and text[j] != "\\":
-            j += 1
-        out.append(text[i:j])
-        if j >= n:
-            raise ClassAdSyntaxError("unterminated string", text, pos - 1)
-        c = text[j]
-        if c == quote:
-            return "".join(out), j + 1
-        # backslash
-        if j + 1 >= n:
-            raise ClassAdSyntaxError("unterminated string", text, pos - 1)
-        nxt = text[j + 1]
-        if old:
-            # Old ClassAds only escape the quote; every other backslash is kept as it is.
-            if nxt == quote:
-                out.append(quote)
-                i = j + 2
-            else:
-                out.append("\\")
-                i = j + 1
-            continue
-        if nxt in _ESCAPES:
-            out.append(_ESCAPES[nxt])
-            i = j + 2
-        elif "0" <= nxt <= "7":
-            m = _OCTAL_RE.match(text, j + 1)
-            assert m is not None
-            digits = m.group(0)
-            # An octal escape is at most \377; HTCondor reads two digits when three would overflow.
-            if len(digits) == 3 and int(digits, 8) > 0o377:
-                digits = digits[:2]
-            code = int(digits, 8)
-            if code == 0:
-                raise ClassAdSyntaxError("a string may not contain a NUL character", text, j)
-            if code > 0x7F:
-                raise ClassAdSyntaxError("octal escape is not valid UTF-8", text, j)
-            out.append(chr(code))
-            i = j + 1 + len(digits)
-        else:
-            out.append(nxt)
-            i = j + 2
-
-
-def tokenize(text: str, old: bool = False) -> list[tuple[str, Any, int]]:
-    """Split ``text`` into (kind, value, position) tokens; raise :class:`ClassAdSyntaxError` at the
-    first bad character."""
-    nul = text.find("\x00")
-    if nul >= 0:
-        raise ClassAdSyntaxError("NUL character", text, nul)
-    toks: list[tuple[str, Any, int]] = []
-    append = toks.append
-    keywords = _KEYWORDS
-    word_ops = _WORD_OPS
-    negative = -1  # position of a minus that starts a negative number literal
-    for m in _TOKEN_RE.finditer(text):
-        kind = m.lastgroup
-        assert kind is not None  # every alternative of the pattern is a named group
-        if kind == "ws":
-            continue
-        if kind == "neg":
-            # HTCondor's lexer reads "-1" as one negative literal unless it follows an operand
-            # ("2 -1" is a subtraction); "- 1" is always the unary minus operator.
-            if toks and (toks[-1][0] in _OPERAND_END or (toks[-1][0] == "op" and toks[-1][1] in _CLOSERS)):
-                append(("op", "-", m.start()))
-            else:
-                negative = m.start()
-            continue
-        if negative >= 0:
-            append((kind, "-" + m.group(), negative))
-            negative = -1
-            continue
-        if kind == "name":
-            word = m.group()
-            lw = word.lower()
-            if lw in keywords:
-                append(("kw", keywords[lw], m.start()))
-            elif lw in word_ops:
-                append(("op", word_ops[lw], m.start()))
-            else:
-                append(("name", word, m.start()))
-        elif kind == "op" or kind == "int" or kind == "real":
-            append((kind, m.group(), m.start()))
-        elif kind == "str":
-            raw = m.group()
-            pos = m.start()
-            if "\\" in raw:
-                append(("str", _read_string(text, pos + 1, '"', old)[0], pos))
-            else:
-                append(("str", raw[1:-1], pos))
-        elif kind == "qname":
-            pos = m.start()
-            append(("qname", _read_string(text, pos + 1, "'", False)[0], pos))
-        else:
-            pos = m.start()
-            ch = m.group()
-            if ch == '"' or ch == "'":
-                raise ClassAdSyntaxError("unterminated string", text, pos)
-            if text.startswith("/*", pos):
-                raise ClassAdSyntaxError("unterminated comment", text, pos)
-            raise ClassAdSyntaxError(f"unexpected character {ch!r}", text, pos)
-    toks.append(("eof", None, len(text)))
-    return toks
-
-
-_FAST_RE = re.compile(
-    r"""[ \t\r\n\f\v]+|//[^\n]*|/\*.*?\*/|\#[^\n]*
-  | ([A-Za-z_][A-Za-z0-9_]*)
-  | (-(?=[0-9]|\.[0-9]))
-  | ((?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)
-  | ([1-9]\d*|0[xX][0-9a-fA-F]+|0[0-7]*)
-  | (>>>|=\?=|=!=|<<|>>|<=|>=|==|!=|&&|\|\||\?:|[-+*/%<>=!~&|^?:.,;()\[\]{}])
-  | ("[^"\\]*")
-  | (.)
-    """,
-    re.VERBOSE | re.DOTALL,
-)
-
-
-def tokenize_fast(text: str) -> list[tuple[str, Any, int]] | None:
-    """Tokens without positions for the common, error-free text; None when anything is unusual
-    (escapes, quoted names, a bad character), in which case :func:`tokenize` does the careful work."""
-    toks: list[tuple[str, Any, int]] = []
-    append = toks.append
-    keywords = _KEYWORDS
-    word_ops = _WORD_OPS
-    negative = False
-    for name, neg, real, integer, op, string, bad in _FAST_RE.findall(text):
-        if neg:
-            if toks and (toks[-1][0] in _OPERAND_END or (toks[-1][0] == "op" and toks[-1][1] in _CLOSERS)):
-                append(("op", "-", 0))
-            else:
-                negative = True
-            continue
-        if negative:
-            append(("int" if integer else "real", "-" + (integer or real), 0))
-            negative = False
-            continue
-        if op:
-            append(("op", op, 0))
-        elif name:
-            lw = name.lower()
-            if lw in keywords:
-                append(("kw", keywords[lw], 0))
-            elif lw in word_ops:
-                append(("op", word_ops[lw], 0))
-            else:
-                append(("name", name, 0))
-        elif integer:
-            append(("int", integer, 0))
-        elif string:
-            append(("str", string[1:-1], 0))
-        elif real:
-            append(("real", real, 0))
-        elif bad:
-            return None
-    toks.append(("eof", None, 0))
-    return toks
 
 
 # --- parser ------------------------------------------------------------------------------------
@@ -334,7 +102,7 @@ class Parser:
     def error(self, message: str, tok: tuple[str, Any, int] | None = None) -> ClassAdSyntaxError:
         if not self.precise:
             # The fast tokens carry no positions: signal the caller to parse again precisely.
-            return _Reparse(message)
+            return Reparse(message)
         tok = tok or self.toks[self.i]
         return ClassAdSyntaxError(message, self.text, tok[2], line_offset=self.line_offset, source=self.source)
 
@@ -376,15 +144,20 @@ class Parser:
         self.depth += 1
         if self.depth > MAX_DEPTH:
             raise self.error("expression nested too deeply")
+        start = self.i
         try:
-            cond = self.binary(2)
+            node = self.binary(2)
             t = self.toks[self.i]
             if t[0] == "op" and t[1] == "?":
                 self.i += 1
                 then = self.expr()
                 self.expect_op(":")
-                return Conditional(cond, then, self.expr())
-            return cond
+                node = Conditional(node, then, self.expr())
+            # A tree is never taller than it has tokens: only a long whole expression is measured.
+            if self.i - start > MAX_HEIGHT and self.depth == 1 and taller_than(node, MAX_HEIGHT):
+                raise self.error(f"expression too deep: more than {MAX_HEIGHT} levels of operators",
+                                 self.toks[self.i - 1])
+            return node
         finally:
             self.depth -= 1
 
@@ -429,7 +202,7 @@ class Parser:
 
     def _number(self, t: tuple[str, Any, int]) -> Literal:
         if t[0] == "int":
-            return Literal(_int_literal(t[1]))
+            return Literal(int_literal(t[1]))
         return Literal(float(t[1]))
 
     def postfix(self, node: Node) -> Node:
@@ -459,8 +232,16 @@ class Parser:
             elif t[1] == "?:":
                 # HTCondor parses the elvis operator as a postfix operator whose right operand is
                 # itself a postfix expression: it binds tighter than every unary or binary operator.
+                # That operand nests one level deeper, in the parser as in the tree.
                 self.i += 1
-                node = Conditional(node, None, self.postfix(self.primary()))
+                self.depth += 1
+                if self.depth > MAX_DEPTH:
+                    raise self.error("expression nested too deeply")
+                try:
+                    other = self.postfix(self.primary())
+                finally:
+                    self.depth -= 1
+                node = Conditional(node, None, other)
             else:
                 return node
 
@@ -606,7 +387,7 @@ def parse_old_line(line: str, no: int = 1, source: str = "") -> tuple[str, Node]
         raise ClassAdSyntaxError("expected 'Name = expression'", line, 0, line_offset=no - 1, source=source)
     name = m.group(1)
     if name.startswith("'"):
-        name = _read_string(name, 1, "'", False)[0]
+        name = read_string(name, 1, "'", False)[0]
     padded = " " * m.end() + line[m.end() :]
 
     def parse(precise: bool) -> Node:

@@ -126,9 +126,7 @@ def format_value(v: Any, old: bool = False) -> str:
     if v is ERROR:
         return "error"
     if t is list:
-        if not v:
-            return "{ }"
-        return "{ " + ",".join(format_value(x, old) for x in v) + " }"
+        return _list_text(v, old)
     if t is AbsTime:
         return _abstime_text(v)
     if t is RelTime:
@@ -138,10 +136,50 @@ def format_value(v: Any, old: bool = False) -> str:
     return str(v)
 
 
+def _list_text(v: list[Any], old: bool) -> str:
+    """``{ a,b }``, walking nested lists with a stack of its own: evaluation can build a list
+    nested deeper than a recursive printer could follow."""
+    if not v:
+        return "{ }"
+    out = ["{ "]
+    stack: list[tuple[list[Any], int]] = [(v, 0)]
+    while stack:
+        items, i = stack.pop()
+        if i == len(items):
+            out.append(" }")
+            continue
+        if i:
+            out.append(",")
+        stack.append((items, i + 1))
+        item = items[i]
+        if type(item) is list:
+            if item:
+                out.append("{ ")
+                stack.append((item, 0))
+            else:
+                out.append("{ }")
+        else:
+            out.append(format_value(item, old))
+    return "".join(out)
+
+
 def _record_text(attrs: list[tuple[str, Node]], old: bool) -> str:
+    out: list[str] = []
+    _write_record(attrs, old, out)
+    return "".join(out)
+
+
+def _write_record(attrs: list[tuple[str, Node]], old: bool, out: list[str]) -> None:
     if not attrs:
-        return "[ ]"
-    return "[ " + "; ".join(f"{quote_name(name)} = {_unparse(n, 0, old)}" for name, n in attrs) + " ]"
+        out.append("[ ]")
+        return
+    out.append("[ ")
+    for k, (name, n) in enumerate(attrs):
+        if k:
+            out.append("; ")
+        out.append(quote_name(name) + " = ")
+        _write(n, 0, old, out)
+    out.append(" ]")
 
 
 def _prec(node: Node) -> int:
@@ -163,63 +201,108 @@ def _prec(node: Node) -> int:
     return _ATOM_PREC
 
 
-def _unparse(node: Node, min_prec: int, old: bool) -> str:
-    """Text of ``node``, in parentheses when it binds more loosely than ``min_prec`` requires.
+def _write(node: Node, min_prec: int, old: bool, out: list[str]) -> None:
+    """Append the text of ``node`` to ``out``, in parentheses when it binds more loosely than
+    ``min_prec`` requires.
 
-    One call per tree level (no helper in between), so deep trees need as few frames as possible.
+    The pieces go into one list, joined once: returning each level's text would copy the text of
+    everything below it at every level, quadratic in a deep tree. One call per tree level (no helper
+    in between), so deep trees need as few frames as possible.
     """
     if min_prec and _prec(node) < min_prec:
-        return "(" + _unparse(node, 0, old) + ")"
+        out.append("(")
+        _write(node, 0, old, out)
+        out.append(")")
+        return
     # the class is tested once; each branch casts ``node`` to the class it tested
     t = type(node)
     if t is Literal:
-        return format_value(cast(Literal, node).value, old)
-    if t is AttrRef:
+        out.append(format_value(cast(Literal, node).value, old))
+    elif t is AttrRef:
         ref = cast(AttrRef, node)
         base = ref.base
         if base is None:
-            return ("." if ref.absolute else "") + quote_name(ref.name)
-        if type(base) is Literal and type(base.value) in (int, float):
-            return f"({_unparse(base, 0, old)}).{quote_name(ref.name)}"
-        return f"{_unparse(base, _POSTFIX_PREC, old)}.{quote_name(ref.name)}"
-    if t is BinaryOp:
+            out.append(("." if ref.absolute else "") + quote_name(ref.name))
+        elif type(base) is Literal and type(base.value) in (int, float):
+            out.append("(" + format_value(base.value, old) + ")." + quote_name(ref.name))
+        else:
+            _write(base, _POSTFIX_PREC, old, out)
+            out.append("." + quote_name(ref.name))
+    elif t is BinaryOp:
         bop = cast(BinaryOp, node)
         op = bop.op
         p = BINARY_PRECEDENCE[op]
-        return f"{_unparse(bop.left, p, old)} {op} {_unparse(bop.right, p + 1, old)}"
-    if t is UnaryOp:
+        _write(bop.left, p, old, out)
+        out.append(" " + op + " ")
+        _write(bop.right, p + 1, old, out)
+    elif t is UnaryOp:
         uop = cast(UnaryOp, node)
-        inner = _unparse(uop.operand, _UNARY_PREC, old)
-        if inner[:1] in "+-.0123456789":
+        out.append(uop.op)
+        mark = len(out)
+        _write(uop.operand, _UNARY_PREC, old, out)
+        first = next((piece for piece in out[mark:mark + 8] if piece), "")
+        if first[:1] in "+-.0123456789":
             # "- 1" stays an operator applied to 1 (without the space "-1" would read as one literal)
-            return f"{uop.op} {inner}"
-        return f"{uop.op}{inner}"
-    if t is Conditional:
+            out[mark - 1] = uop.op + " "
+    elif t is Conditional:
         c = cast(Conditional, node)
         if c.then is None:
             # elvis is a postfix operator: both operands must be postfix expressions
-            return f"{_unparse(c.cond, _POSTFIX_PREC, old)} ?: {_unparse(c.other, _POSTFIX_PREC, old)}"
-        cond = _unparse(c.cond, _COND_PREC + 1, old)
-        return f"{cond} ? {_unparse(c.then, _COND_PREC, old)} : {_unparse(c.other, _COND_PREC, old)}"
-    if t is Paren:
-        return f"({_unparse(cast(Paren, node).inner, 0, old)})"
-    if t is Subscript:
+            _write(c.cond, _POSTFIX_PREC, old, out)
+            out.append(" ?: ")
+            _write(c.other, _POSTFIX_PREC, old, out)
+        else:
+            _write(c.cond, _COND_PREC + 1, old, out)
+            out.append(" ? ")
+            _write(c.then, _COND_PREC, old, out)
+            out.append(" : ")
+            _write(c.other, _COND_PREC, old, out)
+    elif t is Paren:
+        out.append("(")
+        _write(cast(Paren, node).inner, 0, old, out)
+        out.append(")")
+    elif t is Subscript:
         sub = cast(Subscript, node)
         sbase = sub.base
         if type(sbase) is Literal and type(sbase.value) in (int, float):
-            return f"({_unparse(sbase, 0, old)})[{_unparse(sub.index, 0, old)}]"
-        return f"{_unparse(sbase, _POSTFIX_PREC, old)}[{_unparse(sub.index, 0, old)}]"
-    if t is Call:
+            out.append("(" + format_value(sbase.value, old) + ")")
+        else:
+            _write(sbase, _POSTFIX_PREC, old, out)
+        out.append("[")
+        _write(sub.index, 0, old, out)
+        out.append("]")
+    elif t is Call:
         call = cast(Call, node)
-        return f"{call.name}(" + ",".join(_unparse(a, 0, old) for a in call.args) + ")"
-    if t is ListExpr:
+        out.append(call.name + "(")
+        for k, a in enumerate(call.args):
+            if k:
+                out.append(",")
+            _write(a, 0, old, out)
+        out.append(")")
+    elif t is ListExpr:
         items = cast(ListExpr, node).items
         if not items:
-            return "{ }"
-        return "{ " + ",".join(_unparse(a, 0, old) for a in items) + " }"
-    if t is RecordExpr:
-        return _record_text(cast(RecordExpr, node).attrs, old)
-    return f"<{t.__name__}>"
+            out.append("{ }")
+        else:
+            out.append("{ ")
+            for k, a in enumerate(items):
+                if k:
+                    out.append(",")
+                _write(a, 0, old, out)
+            out.append(" }")
+    elif t is RecordExpr:
+        _write_record(cast(RecordExpr, node).attrs, old, out)
+    else:
+        out.append(f"<{t.__name__}>")
+
+
+def _unparse(node: Node, min_prec: int, old: bool) -> str:
+    """Text of ``node``, in parentheses when it binds more loosely than ``min_prec`` requires."""
+    if type(node) is Literal and not min_prec:
+        return format_value(node.value, old)  # most attributes of an ad
+    out: list[str] = []
+    _write(node, min_prec, old, out)
+    return "".join(out)
 
 
 def unparse_node(node: Node) -> str:

@@ -145,112 +145,156 @@ def _time_literal_text(lname: str, arg: Any) -> str | None:
     return 'relTime("%s")' % reltime_text(float(v))
 
 
+class _TextTooLong(ValueError):
+    """The text would pass the length asked for."""
+
+
 class _Printer:
-    """One pretty-printing pass (the indentation is shared across nesting levels)."""
+    """One pretty-printing pass, writing its pieces into one list (the indentation is shared across
+    nesting levels). Writing rather than returning strings keeps deep trees linear: each level would
+    otherwise copy the whole text of the levels below it."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None) -> None:
         self.indent = 0
+        self.out: list[str] = []
+        self.size = 0
+        self.limit = limit
 
-    def list_text(self, items: list[Any], item_text: Callable[[Any], str]) -> str:
+    def put(self, text: str) -> None:
+        self.out.append(text)
+        if self.limit is not None:
+            # indentation grows with nesting: a small tree of nested lists can print megabytes
+            self.size += len(text)
+            if self.size > self.limit:
+                raise _TextTooLong(f"the text is longer than {self.limit} characters")
+
+    def list_text(self, items: list[Any], write: Callable[[Any], None]) -> None:
         self.indent += _LIST_INDENT
-        parts = ["\n" + " " * self.indent + "{"]
+        self.put("\n" + " " * self.indent + "{")
         self.indent += _LIST_INDENT
         for k, item in enumerate(items):
-            parts.append("\n" + " " * self.indent + item_text(item))
+            self.put("\n" + " " * self.indent)
+            write(item)
             if k + 1 < len(items):
-                parts.append(",")
+                self.put(",")
         self.indent -= _LIST_INDENT
-        parts.append("\n" + " " * self.indent + "}")
+        self.put("\n" + " " * self.indent + "}")
         self.indent -= _LIST_INDENT
-        return "".join(parts)
 
-    def record_text(self, attrs: list[tuple[str, Any]], item_text: Callable[[Any], str]) -> str:
+    def record_text(self, attrs: list[tuple[str, Any]], write: Callable[[Any], None]) -> None:
         attrs = sorted(attrs, key=lambda kv: name_hash(kv[0]))
         self.indent += _RECORD_INDENT
-        parts = ["\n" + " " * self.indent + "["]
+        self.put("\n" + " " * self.indent + "[")
         self.indent += _RECORD_INDENT
         for k, (name, item) in enumerate(attrs):
-            parts.append("\n" + " " * self.indent + quote_name(name) + " = " + item_text(item))
+            self.put("\n" + " " * self.indent + quote_name(name) + " = ")
+            write(item)
             if k + 1 < len(attrs):
-                parts.append("; ")
+                self.put("; ")
         self.indent -= _RECORD_INDENT
-        parts.append("\n" + " " * self.indent + "]")
+        self.put("\n" + " " * self.indent + "]")
         self.indent -= _RECORD_INDENT
-        return "".join(parts)
 
-    def value(self, v: Any) -> str:
+    def value(self, v: Any) -> None:
         t = type(v)
         if t is bool:
-            return "true" if v else "false"
-        if t is int:
-            return str(v)
-        if t is float:
-            return real_text(v)
-        if t is str:
-            return string_text(v)
-        if v is UNDEFINED:
-            return "undefined"
-        if v is ERROR:
-            return "error"
-        if t is AbsTime:
-            return 'absTime("%s")' % abstime_text(v)
-        if t is RelTime:
-            return 'relTime("%s")' % reltime_text(float(v.secs))
-        if t is list:
-            return self.list_text(v, self.value)
-        if is_classad(v):
+            self.put("true" if v else "false")
+        elif t is int:
+            self.put(str(v))
+        elif t is float:
+            self.put(real_text(v))
+        elif t is str:
+            self.put(string_text(v))
+        elif v is UNDEFINED:
+            self.put("undefined")
+        elif v is ERROR:
+            self.put("error")
+        elif t is AbsTime:
+            self.put('absTime("%s")' % abstime_text(v))
+        elif t is RelTime:
+            self.put('relTime("%s")' % reltime_text(float(v.secs)))
+        elif t is list:
+            self.list_text(v, self.value)
+        elif is_classad(v):
             names = getattr(v, "_names", {})
             attrs = [(names.get(k, k), n) for k, n in getattr(v, "_attrs", {}).items()]
-            return self.record_text(attrs, self.node)
-        return str(v)
+            self.record_text(attrs, self.node)
+        else:
+            self.put(str(v))
 
-    def node(self, node: object) -> str:
-        """Text of a tree; anything else is written as a value."""
+    def node(self, node: object) -> None:
+        """Write the text of a tree; anything else is written as a value."""
         # the class is tested once; each branch casts ``node`` to the class it tested
         t = type(node)
         if t is Literal:
-            return self.value(cast(Literal, node).value)
-        if t is AttrRef:
+            self.value(cast(Literal, node).value)
+        elif t is AttrRef:
             ref = cast(AttrRef, node)
             if ref.base is None:
-                return ("." if ref.absolute else "") + quote_name(ref.name)
-            return self.node(ref.base) + "." + ref.name
-        if t is BinaryOp:
+                self.put(("." if ref.absolute else "") + quote_name(ref.name))
+            else:
+                self.node(ref.base)
+                self.put("." + ref.name)
+        elif t is BinaryOp:
             bop = cast(BinaryOp, node)
-            op = _OPS.get(bop.op, bop.op)
-            return f"{self.node(bop.left)} {op} {self.node(bop.right)}"
-        if t is UnaryOp:
+            self.node(bop.left)
+            self.put(" " + _OPS.get(bop.op, bop.op) + " ")
+            self.node(bop.right)
+        elif t is UnaryOp:
             uop = cast(UnaryOp, node)
-            return " " + uop.op + self.node(uop.operand)
-        if t is Paren:
-            return "(" + self.node(cast(Paren, node).inner) + ")"
-        if t is Conditional:
+            self.put(" " + uop.op)
+            self.node(uop.operand)
+        elif t is Paren:
+            self.put("(")
+            self.node(cast(Paren, node).inner)
+            self.put(")")
+        elif t is Conditional:
             c = cast(Conditional, node)
+            self.node(c.cond)
             if c.then is None:
-                return f"{self.node(c.cond)} ?: {self.node(c.other)}"
-            return f"{self.node(c.cond)} ? {self.node(c.then)} : {self.node(c.other)}"
-        if t is Subscript:
+                self.put(" ?: ")
+            else:
+                self.put(" ? ")
+                self.node(c.then)
+                self.put(" : ")
+            self.node(c.other)
+        elif t is Subscript:
             sub = cast(Subscript, node)
-            return f"{self.node(sub.base)}[{self.node(sub.index)}]"
-        if t is Call:
+            self.node(sub.base)
+            self.put("[")
+            self.node(sub.index)
+            self.put("]")
+        elif t is Call:
             call = cast(Call, node)
             if len(call.args) == 1 and call.lname in ("abstime", "reltime"):
                 lit = _time_literal_text(call.lname, call.args[0])
                 if lit is not None:
-                    return lit
-            return call.name + "(" + ",".join(self.node(a) for a in call.args) + ")"
-        if t is ListExpr:
-            return self.list_text(cast(ListExpr, node).items, self.node)
-        if t is RecordExpr:
-            return self.record_text(cast(RecordExpr, node).attrs, self.node)
-        if isinstance(node, Node):
-            return unparse_node(node)
-        return self.value(node)
+                    self.put(lit)
+                    return
+            self.put(call.name + "(")
+            for k, a in enumerate(call.args):
+                if k:
+                    self.put(",")
+                self.node(a)
+            self.put(")")
+        elif t is ListExpr:
+            self.list_text(cast(ListExpr, node).items, self.node)
+        elif t is RecordExpr:
+            self.record_text(cast(RecordExpr, node).attrs, self.node)
+        elif isinstance(node, Node):
+            self.put(unparse_node(node))
+        else:
+            self.value(node)
 
 
-def unparse_htcondor(node: Any) -> str:
-    """HTCondor's pretty-printed text of an expression tree (or of a value)."""
-    return _Printer().node(node)
+def unparse_htcondor(node: Any, limit: int | None = None) -> str:
+    """HTCondor's pretty-printed text of an expression tree (or of a value).
+
+    With ``limit``, a text that would be longer raises ValueError, before it is built.
+    """
+    printer = _Printer(limit)
+    printer.node(node)
+    return "".join(printer.out)
 
 
 __all__ = ["unparse_htcondor", "string_text", "reltime_text", "real_text", "name_hash"]

@@ -18,13 +18,16 @@ from typing import Annotated, Any, Callable, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..classad import ClassAd, ClassAdSyntaxError, parse_ad, parse_expr
+from ..classad import ClassAd, ClassAdSyntaxError, evaluation_budget, parse_ad, parse_expr
 from ..classad.jsonform import ad_to_obj, obj_to_ad, value_to_json_obj
 from ..engine import events as ev
 
 # Attributes that carry a claim's secret. A claim id is a capability, so it never leaves the daemon
 # except in the reply to the request_claim that created it (HTCondor likewise publishes only PublicClaimId).
 PRIVATE_ATTRS = frozenset({"claimid", "capability", "claimidlist", "claimids", "transferkey"})
+
+#: How long one query's constraint may take over all the slot ads, in seconds
+QUERY_BUDGET_SECONDS = 0.25
 
 # validated by BaseCommand._request_id: a non-empty string or an integer
 RequestId = Annotated[Any, Field(description="a non-empty string or an integer, echoed in the reply")]
@@ -483,7 +486,10 @@ def query_reply(cmd: QueryCommand, ads: dict[str, ClassAd], *, now: float | None
     selected = [ads[cmd.slot]] if cmd.slot is not None else [ads[k] for k in ads]
     if cmd.constraint is not None:
         constraint = parse_expr(cmd.constraint)
-        selected = [a for a in selected if constraint.evaluate(a, now=now) is True]
+        # a constraint comes from the network and is evaluated on the daemon's event loop (beside the
+        # embedded broker): the whole query gets one bounded budget, past which the constraint is error
+        with evaluation_budget(QUERY_BUDGET_SECONDS):
+            selected = [a for a in selected if constraint.evaluate(a, now=now) is True]
     out: list[dict[str, Any]] = []
     for ad in selected:
         obj = ad_to_obj(public_ad(ad))

@@ -1,0 +1,212 @@
+"""The compiled closures of the operators: what the compiler of :mod:`startd.classad.evaluate` makes of a
+unary or binary operator node, given the closures of its operands.
+
+The common cases (integer sums and products, comparisons of numbers, booleans in logical operators) are
+inlined here; everything else goes through :mod:`startd.classad.operators`, the one definition of each
+operator on values.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable
+
+from .operators import arith, bitwise, compare, identical
+from .values import ERROR, UNDEFINED, RelTime, wrap_int, INT64_MIN, INT64_MAX
+
+Value = Any
+Closure = Callable[[Any], Value]
+
+
+def _to_bool(v: Value) -> Value:
+    """Operand of a logical operator: a boolean, UNDEFINED, or ERROR for anything else."""
+    t = type(v)
+    if t is bool:
+        return v
+    if t is int or t is float:
+        return v != 0
+    if v is UNDEFINED:
+        return UNDEFINED
+    return ERROR
+
+
+def _compile_logical(op: str, lf: Closure, rf: Closure) -> Closure:
+    if op == "&&":
+
+        def and_(st: Any) -> Value:
+            a = lf(st)
+            if a is False:
+                return False
+            if a is not True:
+                a = _to_bool(a)
+                if a is False:
+                    return False
+                if a is ERROR:
+                    return ERROR
+            b = rf(st)
+            if b is not True and b is not False:
+                b = _to_bool(b)
+            if a is True:
+                return b
+            # a is UNDEFINED
+            if b is False:
+                return False
+            if b is True or b is UNDEFINED:
+                return UNDEFINED
+            return ERROR
+
+        return and_
+
+    def or_(st: Any) -> Value:
+        a = lf(st)
+        if a is True:
+            return True
+        if a is not False:
+            a = _to_bool(a)
+            if a is True:
+                return True
+            if a is ERROR:
+                return ERROR
+        b = rf(st)
+        if b is not True and b is not False:
+            b = _to_bool(b)
+        if a is False:
+            return b
+        if b is True:
+            return True
+        if b is False or b is UNDEFINED:
+            return UNDEFINED
+        return ERROR
+
+    return or_
+
+
+_ARITH = frozenset("+-*/%")
+_COMPARE = frozenset(("<", "<=", ">", ">=", "==", "!="))
+_BITWISE = frozenset(("&", "|", "^", "<<", ">>", ">>>"))
+
+
+def compile_binary(op: str, lf: Closure, rf: Closure) -> Closure:
+    """The closure of ``left op right``, given the closures of the operands."""
+    if op == "&&" or op == "||":
+        return _compile_logical(op, lf, rf)
+    if op == "=?=":
+        return lambda st: identical(lf(st), rf(st))
+    if op == "=!=":
+
+        def not_identical(st: Any) -> Value:
+            r = identical(lf(st), rf(st))
+            return r if r is ERROR else not r
+
+        return not_identical
+    if op in _COMPARE:
+        return _compile_compare(op, lf, rf)
+    if op in _ARITH:
+        if op == "+":
+
+            def add(st: Any) -> Value:
+                a = lf(st)
+                b = rf(st)
+                if type(a) is int and type(b) is int:
+                    r = a + b
+                    return r if INT64_MIN <= r <= INT64_MAX else wrap_int(r)
+                return arith("+", a, b)
+
+            return add
+        if op == "*":
+
+            def mul(st: Any) -> Value:
+                a = lf(st)
+                b = rf(st)
+                if type(a) is int and type(b) is int:
+                    r = a * b
+                    return r if INT64_MIN <= r <= INT64_MAX else wrap_int(r)
+                return arith("*", a, b)
+
+            return mul
+        return lambda st: arith(op, lf(st), rf(st))
+    if op in _BITWISE:
+        return lambda st: bitwise(op, lf(st), rf(st))
+    raise TypeError(f"unknown operator {op}")
+
+
+_PY_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
+}
+
+
+def _compile_compare(op: str, lf: Closure, rf: Closure) -> Closure:
+    # Numbers compare directly (the common case in policies); everything else goes through compare().
+    py = _PY_COMPARE[op]
+
+    def cmp(st: Any) -> Value:
+        a = lf(st)
+        b = rf(st)
+        ta = type(a)
+        if (ta is int or ta is float) and type(b) in _NUM:
+            return py(a, b)
+        return compare(op, a, b)
+
+    return cmp
+
+
+_NUM = frozenset((int, float, bool))
+
+
+def compile_unary(op: str, f: Closure) -> Closure:
+    """The closure of ``op operand``, given the closure of the operand."""
+    if op == "!":
+
+        def not_(st: Any) -> Value:
+            v = f(st)
+            t = type(v)
+            if t is bool:
+                return not v
+            if t is int or t is float:
+                return v == 0
+            if v is UNDEFINED:
+                return UNDEFINED
+            return ERROR
+
+        return not_
+    if op == "-":
+
+        def neg(st: Any) -> Value:
+            v = f(st)
+            t = type(v)
+            if t is int:
+                return wrap_int(-v)
+            if t is float:
+                return -v
+            if t is RelTime:
+                return RelTime(-v.secs)
+            if v is UNDEFINED:
+                return UNDEFINED
+            return ERROR
+
+        return neg
+    if op == "+":
+
+        def pos(st: Any) -> Value:
+            v = f(st)
+            t = type(v)
+            if t is int or t is float or t is RelTime:
+                return v
+            if v is UNDEFINED:
+                return UNDEFINED
+            return ERROR
+
+        return pos
+
+    def inv(st: Any) -> Value:
+        v = f(st)
+        if type(v) is int:
+            return ~v
+        if v is UNDEFINED:
+            return UNDEFINED
+        return ERROR
+
+    return inv
+
+
+__all__ = ["compile_binary", "compile_unary"]
