@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import stat
+import tempfile
 import uuid
+from pathlib import Path
 from typing import AsyncIterator, Iterator
 
 import pytest
@@ -29,6 +33,25 @@ def _private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ.pop("HOME", None)
     else:
         os.environ["HOME"] = saved
+
+
+@pytest.fixture
+def execute() -> Iterator[Path]:
+    """EXECUTE as HTCondor wants it: root's, searchable by every user (a root daemon runs each job as its
+    owner, who must be able to enter the job's sandbox)."""
+    d = Path(tempfile.mkdtemp(prefix="startd-execute-", dir="/tmp"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def work() -> Iterator[Path]:
+    """A scratch directory every user may read and write (sticky, like /tmp), for In/Out/Err and Iwd."""
+    d = Path(tempfile.mkdtemp(prefix="startd-work-", dir="/tmp"))
+    d.chmod(0o777 | stat.S_ISVTX)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 from .. import config as _config
 from .credentials import client_credentials
@@ -70,20 +70,16 @@ class ClientTarget:
     settings: MqttSettings
     source: str  # "--broker", "address file <path>", or "default"
     config: "_config.Config"
-    _credentials: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def root(self) -> str:
         return self.settings.prefix
 
-    @property
+    @cached_property
     def token(self) -> str | None:
         """The IDTOKEN this client signs its commands with (see :mod:`startd.transport.credentials`),
         found once. Raises ValueError for a signing key that is not kept safely."""
-        cached = self._credentials.get("token", False)
-        if cached is False:
-            cached = self._credentials["token"] = client_credentials(self.config).token
-        return cached  # type: ignore[return-value]
+        return client_credentials(self.config).token
 
 
 def load_client_config(path: str | None) -> "_config.Config":

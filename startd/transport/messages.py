@@ -277,22 +277,6 @@ def jsonable(x: Any) -> Any:
 # --- parsing ------------------------------------------------------------------------------------
 
 
-def peek_envelope(payload: bytes | str) -> tuple[str | int | None, str | None]:
-    """``(request_id, reply_to)`` of a payload, as far as they can be read, so that even a malformed
-    command can be answered where its sender listens."""
-    try:
-        obj = json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
-        return None, None
-    if not isinstance(obj, dict):
-        return None, None
-    rid = obj.get("request_id")
-    if isinstance(rid, bool) or not isinstance(rid, (str, int)):
-        rid = None
-    reply_to = obj.get("reply_to")
-    return rid, reply_to if isinstance(reply_to, str) and reply_to else None
-
-
 def _describe(err: dict[str, Any]) -> str:
     loc = ".".join(str(p) for p in err.get("loc", ()))
     msg = str(err.get("msg", "invalid"))

@@ -22,8 +22,8 @@ import aiomqtt
 
 from ..classad import ClassAd, ClassAdSyntaxError, from_json, parse_ad
 from ..classad.jsonform import ad_to_obj
-from .address import ClientTarget
 from ..engine.claim import public_claim_id
+from .address import ClientTarget
 from .cli import Refused, UsageError, _common, _run, _split_name
 from .client import BrokerSession, RequestTimeout
 from .settings import Topics

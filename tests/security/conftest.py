@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "daemon"))
 
 from daemonkit import DaemonProcess  # noqa: E402
+from startd.starter import Starter  # noqa: E402
 from startd.starter.state import reap_leftovers  # noqa: E402
 
 
@@ -30,3 +31,11 @@ async def daemon_process(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitabl
     for p in started:
         await p.kill()
         reap_leftovers(p.spool, timeout=5)
+
+
+@pytest.fixture
+async def starter(tmp_path: Path) -> AsyncIterator[Starter]:
+    """A starter whose jobs are all stopped after the test."""
+    st = Starter(tmp_path / "spool", polling_interval=1.0)
+    yield st
+    await st.shutdown()

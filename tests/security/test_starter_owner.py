@@ -63,21 +63,6 @@ def as_root(job, policy: OwnerPolicy) -> Account | Refusal:
     return choose_account(job, policy, euid=0)
 
 
-@pytest.fixture
-def execute():
-    d = Path(tempfile.mkdtemp(prefix="startd-execute-", dir="/tmp"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-async def starter(tmp_path):
-    st = Starter(tmp_path / "spool", polling_interval=1.0)
-    yield st
-    await st.shutdown()
-
-
 async def uid_of_job(starter: Starter, execute: Path, job_text: str, policy: OwnerPolicy) -> int:
     """Run ``id -u`` as the job ``job_text`` describes and return what it printed."""
     if os.geteuid() != 0:

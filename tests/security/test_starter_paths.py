@@ -48,34 +48,11 @@ def _tmpdir(prefix: str, mode: int) -> Path:
 
 
 @pytest.fixture
-def execute():
-    """EXECUTE as HTCondor wants it: root's, searchable by every user."""
-    d = _tmpdir("startd-execute-", 0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-def work():
-    """A directory every user may write (sticky, like /tmp)."""
-    d = _tmpdir("startd-work-", 0o777 | stat.S_ISVTX)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
 def root_only():
     """A directory only root may enter."""
     d = _tmpdir("startd-rootonly-", 0o700)
     yield d
     shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-async def starter(tmp_path):
-    st = Starter(tmp_path / "spool", polling_interval=1.0)
-    yield st
-    await st.shutdown()
 
 
 async def wait_for(predicate, timeout: float = 5.0) -> bool:

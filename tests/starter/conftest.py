@@ -1,34 +1,12 @@
-"""Fixtures for tests that run real jobs: a world-traversable EXECUTE directory, a starter that
-stops whatever a test left running, and helpers to look at a job's processes."""
+"""Fixtures for tests that run real jobs: a starter that stops whatever a test left running, and helpers to
+look at a job's processes (EXECUTE and a shared work directory are in tests/conftest.py)."""
 
 from __future__ import annotations
 
-import shutil
-import stat
-import tempfile
-from pathlib import Path
 
 import pytest
 
 from startd.starter import Starter
-
-
-@pytest.fixture
-def execute():
-    """EXECUTE: like HTCondor's, reachable by every user (a job may run as another user)."""
-    d = Path(tempfile.mkdtemp(prefix="startd-execute-", dir="/tmp"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-def work():
-    """A scratch directory every user can read and write (for In/Out/Err and Iwd)."""
-    d = Path(tempfile.mkdtemp(prefix="startd-work-", dir="/tmp"))
-    d.chmod(0o777 | stat.S_ISVTX)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture
