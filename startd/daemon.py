@@ -30,7 +30,13 @@ import structlog
 
 from . import config as _config
 from .config import ConfigError
-from .daemon_config import DaemonDirs, Knobs, load_daemon_config, machine_name
+from .daemon_config import (
+    DaemonDirs,
+    Knobs,
+    _knob_float,
+    load_daemon_config,
+    machine_name,
+)
 from .daemon_loop import (
     IDLE_SAMPLE_INTERVAL,
     SAMPLE_LEAD,
@@ -42,14 +48,54 @@ from .daemon_loop import (
 )
 from .engine import Engine
 from .engine import events as ev
+from .logfiles import LineFileHandler
 from .metrics import Metrics
 from .transport.service import Transport
+from .watchdog import ExitWatchdog
 
 __all__ = ["IDLE_SAMPLE_INTERVAL", "SAMPLE_LEAD", "CronRunner", "Daemon", "DaemonDirs", "EventLog", "Feed",
            "Knobs", "Metrics", "NullCronRunner", "add_arguments", "healthcheck", "load_daemon_config",
            "machine_name", "run", "setup_logging"]
 
 log = structlog.get_logger("startd.daemon")
+
+#: How long a fast shutdown may take before the event loop stops waiting for the engine (jobs are killed
+#: at once; this is for the starters to be reaped and the last ads to go out).
+FAST_SHUTDOWN_LIMIT = 10.0
+#: How long closing may take (the clock, cron, killing what is left, the transport, the metrics endpoint);
+#: each step has its own limit, this is their sum with room to spare.
+CLOSE_LIMIT = 30.0
+#: How long leaving the event loop may take once the daemon is closed.
+FINAL_EXIT_LIMIT = 10.0
+#: After the last job's KILLING_TIMEOUT, time for its starter to report and be reaped.
+STARTER_REPORT_SLACK = 5.0
+
+
+def _knob_seconds(conf: Any, name: str, default: float) -> float:
+    value = _knob_float(conf, name, default)
+    return default if value is None or value < 0 else value
+
+
+async def bounded(aw: Any, seconds: float, what: str) -> Any:
+    """Await ``aw`` for at most ``seconds``; then cancel it and give it one more second. A step that
+    still has not finished (a task that swallows its cancellation) is left behind and logged: the
+    shutdown goes on. Returns the result, or None when the step failed or was left."""
+    task = aw if isinstance(aw, asyncio.Future) else asyncio.ensure_future(aw)
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if not done:
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=1.0)
+        if not done:
+            log.error("shutdown step did not stop in time, left behind", step=what, limit=seconds)
+            return None
+        log.warning("shutdown step cancelled after its time limit", step=what, limit=seconds)
+    if task.cancelled():
+        return None
+    exc = task.exception()
+    if exc is not None:
+        log.error("shutdown step failed", step=what, error=repr(exc))
+        return None
+    return task.result()
 
 
 # --- logging -------------------------------------------------------------------------------------------
@@ -59,7 +105,6 @@ def setup_logging(log_file: Path | None, *, level: str = "INFO", stream: TextIO 
                   json_stderr: bool | None = None) -> None:
     """structlog to ``log_file`` (JSON lines) and to stderr (JSON, or readable lines on a terminal)."""
     import logging
-    import logging.handlers
 
     stream = stream or sys.stderr
     if json_stderr is None:
@@ -90,7 +135,7 @@ def setup_logging(log_file: Path | None, *, level: str = "INFO", stream: TextIO 
     err._startd = True  # type: ignore[attr-defined]
     root.addHandler(err)
     if log_file is not None:
-        fh = logging.handlers.WatchedFileHandler(log_file)  # logrotate-friendly
+        fh = LineFileHandler(log_file)  # logrotate-friendly, and a full disk drops lines instead of failing
         fh.setFormatter(structlog.stdlib.ProcessorFormatter(processors=[*tail, json_renderer],
                                                             foreign_pre_chain=shared))
         fh._startd = True  # type: ignore[attr-defined]
@@ -107,6 +152,12 @@ class Daemon(DaemonLoop):
     >>> d = Daemon(conf, broker="mqtt://127.0.0.1:1883", name="host")   # doctest: +SKIP
     >>> await d.start(); ...; d.request_shutdown("graceful"); await d.wait_closed()
     """
+
+    def __init__(self, conf: Any, **kwargs: Any) -> None:
+        super().__init__(conf, **kwargs)
+        #: ends the process if a shutdown overruns its bound (see startd.watchdog)
+        self.watchdog = ExitWatchdog(self.kill_jobs_now)
+        self._escalation: asyncio.TimerHandle | None = None
 
     # -- set-up --------------------------------------------------------------------------------------
 
@@ -144,6 +195,7 @@ class Daemon(DaemonLoop):
             await self.cron.start(self.conf, self.feed)
             await self._start_metrics()
             self._clock_task = asyncio.create_task(self._clock(), name="startd-clock")
+            self.metrics.lag.start()
         except BaseException:
             # closed here, and forgotten so that close() does not close it again
             transport, self.transport = self.transport, None
@@ -185,14 +237,65 @@ class Daemon(DaemonLoop):
     def request_shutdown(self, how: str = "graceful") -> None:
         """Begin a shutdown (from a signal). A fast one after a graceful one makes it fast."""
         if self.engine is None:
+            # still starting: start() finishes (each of its steps is bounded), then the daemon closes
+            self._shutdown_begun("fast")
             self._stop_requested.set()
             return
         if self.shutting_down == how or self.shutting_down == "fast":
             return
         self.shutting_down = how
         log.info("shutdown requested", how=how)
+        self._shutdown_begun(how)
         self._spawn(self.feed(ev.Shutdown(now=time.time(), request=None, how=how)),  # type: ignore[arg-type]
                     f"shutdown-{how}")
+
+    def _shutdown_begun(self, how: str) -> None:
+        """Bound the shutdown that begins (from a signal or an ``off`` command): a graceful one becomes
+        fast when its jobs have had their retirement, vacate time and KILLING_TIMEOUT (or, sooner,
+        SHUTDOWN_GRACEFUL_TIMEOUT, when condor_master would send SIGQUIT); a fast one ends the event loop
+        after FAST_SHUTDOWN_LIMIT even when a job has not yet been reaped (close() kills what is left);
+        and the exit watchdog ends the process if even that does not return. A peaceful shutdown waits
+        for its jobs, as HTCondor's does, and is bounded only once it is made fast."""
+        loop = asyncio.get_running_loop()
+        if self._escalation is not None:
+            self._escalation.cancel()
+            self._escalation = None
+        if how == "graceful":
+            bound = min(self._graceful_bound(), _knob_seconds(self.conf, "SHUTDOWN_GRACEFUL_TIMEOUT", 1800.0))
+            self._escalation = loop.call_later(bound, self._escalate, "graceful shutdown overran its bound")
+            self.watchdog.arm(bound + FAST_SHUTDOWN_LIMIT + CLOSE_LIMIT, f"graceful shutdown, bound {bound:.0f} s")
+        elif how == "fast":
+            self._escalation = loop.call_later(FAST_SHUTDOWN_LIMIT, self._stop_requested.set)
+            self.watchdog.arm(FAST_SHUTDOWN_LIMIT + CLOSE_LIMIT, "fast shutdown")
+
+    def _escalate(self, why: str) -> None:
+        log.warning("shutdown made fast", reason=why)
+        self.request_shutdown("fast")
+
+    def _graceful_bound(self) -> float:
+        """The longest a graceful shutdown may take: the slowest claimed slot's remaining retirement and
+        MachineMaxVacateTime, then KILLING_TIMEOUT, and a little for the starters to report."""
+        assert self.engine is not None
+        worst = 0.0
+        for name in self.engine.slot_names():
+            if self.engine.state_of(name)[0] not in ("Claimed", "Preempting"):
+                continue
+            ad = self.engine.slot_ad(name)
+            total = 0.0
+            for attr in ("RetirementTimeRemaining", "MachineMaxVacateTime"):
+                v = ad.evaluate(attr) if attr in ad else None
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+                    total += float(v)
+            worst = max(worst, total)
+        return worst + _knob_seconds(self.conf, "KILLING_TIMEOUT", 30.0) + STARTER_REPORT_SLACK
+
+    def kill_jobs_now(self) -> None:
+        """The watchdog's last act: SIGKILL every job's family, from whatever thread."""
+        for handle in list(self.starter.handles.values()):
+            try:
+                handle.family.kill()
+            except Exception:  # noqa: BLE001 - one family's failure must not spare the others
+                continue
 
     async def wait_stopped(self) -> None:
         """Until the engine has finished its shutdown (or :meth:`stop` was called)."""
@@ -200,30 +303,35 @@ class Daemon(DaemonLoop):
 
     async def close(self) -> None:
         """Stop everything: the clock, every job left (killed), the cron runner, the transport (ads
-        cleared, status offline, address file removed, embedded broker stopped)."""
+        cleared, status offline, address file removed, embedded broker stopped). Each step has a time
+        limit, so a part that does not answer (a broker gone, a task that ignores its cancellation) is
+        left behind rather than waited for."""
         if self._closed.is_set():
             return
         self._closed.set()
+        self.watchdog.arm(CLOSE_LIMIT + FAST_SHUTDOWN_LIMIT, "closing")
+        if self._escalation is not None:
+            self._escalation.cancel()
         if self._clock_task is not None:
             self._clock_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._clock_task
-        with contextlib.suppress(Exception):
-            await self.cron.stop()
-        results = await self.starter.shutdown(grace=0)
+            await bounded(self._clock_task, 2.0, "the clock")
+        await bounded(self.cron.stop(), 5.0, "the cron runner")
+        results = await bounded(self.starter.shutdown(grace=0, kill_timeout=10.0), 15.0, "killing the jobs")
         if results:
             log.warning("killed jobs still running at exit", count=len(results))
         for task in list(self._tasks):
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=2.0)
         # let replies already handed to the connection (an "off" command's) go out before it closes
         for _ in range(3):
             await asyncio.sleep(0)
         if self.transport is not None:
-            await self.transport.close()
-        await self.metrics.close()
+            await bounded(self.transport.close(), 8.0, "the transport")
+        await bounded(self.metrics.close(), 2.0, "the metrics endpoint")
         self.event_log.close()
         log.info("startd exited", machine=self.name)
+        self.watchdog.disarm()
 
     async def run(self) -> int:
         """Start, serve until a shutdown completes, close. Returns the exit code."""
@@ -253,6 +361,9 @@ class Daemon(DaemonLoop):
             await self.close()
             for sig in installed:
                 loop.remove_signal_handler(sig)
+            # leaving asyncio.run cancels and awaits every task left behind: one that ignores its
+            # cancellation would hold the exit forever (run() disarms this once asyncio.run returns)
+            self.watchdog.arm(FINAL_EXIT_LIMIT, "leaving the event loop")
         return self.exit_code
 
 
@@ -294,7 +405,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{prog}: ConfigError: {e}" if isinstance(e, ConfigError) else f"{prog}: error: {e}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(daemon.run())
+        code = asyncio.run(daemon.run())
+        daemon.watchdog.disarm()
+        return code
     except ConfigError as e:
         print(f"{prog}: ConfigError: {e}", file=sys.stderr)
         return 2

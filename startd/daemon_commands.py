@@ -25,6 +25,7 @@ from .engine.claim import public_claim_id
 from .security.jobowner import OwnerRefused, owner_decision
 from .security.runtime_config import RuntimeConfigError, parse_runtime_config, render
 from .security.wire import Identity
+from .starter import JobAdError, JobDescription
 from .transport import messages as msg
 from .transport.dispatch import current_identity
 
@@ -45,12 +46,18 @@ class CommandHandling:
     #: claim id -> whether its job may run as its Owner (see owner_decision); claims the daemon made
     #: itself (fetch-work hooks) are not here and are trusted, their job comes from the administrator
     owner_trust: dict[str, bool]
+    #: claim id -> why its job could not be started (told to the activate_claim that asked for it)
+    start_failures: dict[str, str]
 
     async def feed(self, inp: ev.Input) -> list[ev.Output]:
         raise NotImplementedError
 
     async def _adopt_config(self, new: Any, by: str) -> None:
         raise NotImplementedError
+
+    def _shutdown_begun(self, how: str) -> None:
+        """A shutdown begins: :class:`startd.daemon.Daemon` bounds it."""
+        return None
 
     # -- who sent it ---------------------------------------------------------------------------------
 
@@ -70,6 +77,21 @@ class CommandHandling:
         if checked is not job and checked is not None:
             cmd = cmd.model_copy(update={"job": ad_to_obj(checked)})
         return cmd, trusted
+
+    @staticmethod
+    def _job_refused(cmd: msg.BaseCommand) -> str | None:
+        """Why the command's job ad cannot run, or None. Read once here, before anything changes: a job
+        the starter would refuse (NUL bytes, sizes, types, paths leaving the sandbox, bad user names) is
+        refused with the claim untouched, instead of being claimed or activated and then failing. A
+        request_claim's ad need not name its Cmd yet (it may be a matching ad); an activation's must."""
+        job = msg._job_ad(getattr(cmd, "job", None))
+        if job is None:
+            return None
+        try:
+            JobDescription.from_ad(job, require_cmd=isinstance(cmd, msg.ActivateClaimCommand))
+        except JobAdError as e:
+            return str(e)
+        return None
 
     def _remember_trust(self, claim_id: str, trusted: bool) -> None:
         if len(self.owner_trust) > 64 and self.engine is not None:
@@ -97,6 +119,10 @@ class CommandHandling:
                 return msg.error_reply(cmd.request_id, str(e), command=cmd.command)
             if isinstance(cmd, msg.ActivateClaimCommand) and cmd.job is None:
                 trusted = None  # the claim's own job, vouched for when the claim was made
+            refused = self._job_refused(cmd)
+            if refused is not None:
+                log.warning("command refused", command=cmd.command, identity=identity.user, reason=refused)
+                return msg.error_reply(cmd.request_id, refused, command=cmd.command)
         if isinstance(cmd, msg.ReconfigCommand) and cmd.config is not None and cmd.config.strip():
             try:
                 assignments = parse_runtime_config(cmd.config, self.conf, self._levels(identity))
@@ -116,12 +142,22 @@ class CommandHandling:
         if inp is None:
             return msg.error_reply(cmd.request_id, f"'{cmd.command}' is not handled here", command=cmd.command)
         if isinstance(inp, ev.Shutdown):
-            self.shutting_down = self.shutting_down or inp.how
+            if self.shutting_down != "fast" and self.shutting_down != inp.how:
+                self._shutdown_begun(inp.how)
+            self.shutting_down = inp.how if inp.how == "fast" else (self.shutting_down or inp.how)
             log.info("shutdown requested", how=inp.how, by=identity.user)
         outputs = await self.feed(inp)
         reply = next((o for o in outputs if isinstance(o, ev.Reply) and o.request is cmd), None)
         if reply is None:
             return msg.error_reply(cmd.request_id, "the engine gave no reply", command=cmd.command)
+        if reply.accepted and isinstance(cmd, msg.ActivateClaimCommand):
+            failed = self.start_failures.pop(cmd.claim_id, None)
+            if failed is not None:
+                # The starter could not start the job: the slot is back in Claimed/Idle with its claim, as
+                # after a starter that exits at once in HTCondor; the client hears why and may try again.
+                prefix = "the job could not be started"
+                text = failed if failed.startswith(prefix) else f"{prefix}: {failed}"
+                return msg.error_reply(cmd.request_id, text, command=cmd.command, slot=reply.slot)
         if trusted is not None and reply.accepted:
             claim_id = reply.claim_id or getattr(cmd, "claim_id", "")
             if claim_id:
@@ -133,7 +169,27 @@ class CommandHandling:
                 log.error("reconfig refused, keeping the previous configuration", error=reply.error)
         elif reply.accepted and reply.claim_id and isinstance(cmd, msg.RequestClaimCommand):
             log.info("claim granted", slot=reply.slot, claim=public_claim_id(reply.claim_id), to=identity.user)
-        return msg.reply_from_engine(reply, cmd)
+        try:
+            return msg.reply_from_engine(reply, cmd)
+        except Exception as e:  # noqa: BLE001 - undone below, and answered
+            return await self._undo(cmd, reply, f"the reply could not be made: {type(e).__name__}: {e}")
+
+    async def _undo(self, cmd: msg.BaseCommand, reply: ev.Reply, why: str) -> msg.ReplyMessage:
+        """A command the engine carried out but whose reply cannot reach the client: undo it, so that no
+        claim waits for a client that never heard of it and no job runs for nobody. A new claim is
+        released (its slot goes back as after RELEASE_CLAIM), a new activation is deactivated."""
+        log.error("command undone", command=cmd.command, slot=reply.slot, reason=why)
+        self.metrics.inc("commands_undone")
+        undo: ev.Input | None = None
+        if isinstance(cmd, msg.RequestClaimCommand) and reply.claim_id:
+            undo = ev.ReleaseClaim(now=time.time(), request=None, claim_id=reply.claim_id)
+            self.owner_trust.pop(reply.claim_id, None)
+        elif isinstance(cmd, msg.ActivateClaimCommand):
+            undo = ev.DeactivateClaim(now=time.time(), request=None, claim_id=cmd.claim_id,
+                                      graceful=False)
+        if undo is not None:
+            await self.feed(undo)
+        return msg.error_reply(cmd.request_id, f"{cmd.command} undone: {why}", command=cmd.command)
 
     def _load_for_reconfig(self, text: str | None) -> Any:
         """The configuration read again; ``text`` (runtime configuration, already checked) is added after

@@ -33,12 +33,13 @@ import json
 import signal
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, TextIO
+from typing import Any, Callable, Mapping, Protocol
 
 import structlog
 
 from . import events_json
 from .classad import ClassAd
+from .daemon_commands import CommandHandling
 from .daemon_config import (
     DaemonDirs,
     Knobs,
@@ -53,9 +54,9 @@ from .engine import events as ev
 from .engine.claim import public_claim_id
 from .host import Sampler
 from .host.selfmon import SelfMonitor
+from .logfiles import DROPS, LineFile
 from .metrics import Metrics
 from .starter import JobHandle, OwnerPolicy, Starter, StartError, slot_user_knob
-from .daemon_commands import CommandHandling
 from .transport import messages as msg
 from .transport.service import Transport
 
@@ -86,15 +87,16 @@ def _without_secret(text: str, claim_id: str) -> str:
 
 
 class EventLog:
-    """Every event (transitions with their numbers, jobs, slots) as JSON lines in a file."""
+    """Every event (transitions with their numbers, jobs, slots) as JSON lines in a file. A full disk drops
+    lines (counted, see :mod:`startd.logfiles`) and never leaves half a line."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
-        self._f: TextIO | None = open(path, "a", buffering=1, encoding="utf-8") if path is not None else None
+        self._f: LineFile | None = LineFile(path) if path is not None else None
 
     def write(self, event: Mapping[str, Any]) -> None:
         if self._f is not None:
-            self._f.write(json.dumps(event, default=str, ensure_ascii=False) + "\n")
+            self._f.write_line(json.dumps(event, default=str, ensure_ascii=False))
 
     def close(self) -> None:
         if self._f is not None:
@@ -180,7 +182,10 @@ class DaemonLoop(CommandHandling):
         self.engine: Engine | None = None
         self.transport: Transport | None = None
         self._read_intervals(conf)
-        self.starter = Starter(self.dirs.spool, polling_interval=self.polling_interval)
+        # BASE_CGROUP set empty turns cgroups off, as in HTCondor: each job's processes are then tracked
+        # by their session and the family marker in their environment
+        self.starter = Starter(self.dirs.spool, polling_interval=self.polling_interval,
+                               use_cgroups=False if conf.get("BASE_CGROUP") is None else None)
         self.sampler = self._make_sampler(conf)
         #: the startd's Sinful string (MyAddress, StartdIpAddr), known once the transport is open
         self.address = ""
@@ -200,6 +205,7 @@ class DaemonLoop(CommandHandling):
         self.exit_code = 0
         self.leftovers_reaped: list[int] = []
         self.owner_trust: dict[str, bool] = {}
+        self.start_failures: dict[str, str] = {}
 
     # -- set-up --------------------------------------------------------------------------------------
 
@@ -235,6 +241,8 @@ class DaemonLoop(CommandHandling):
         ad = self.engine.daemon_ad()
         for key, value in self.sampler.daemon_attrs().items():
             ad[key] = value
+        # lines the full disk under LOG kept out of StartLog and the event log (startd.logfiles)
+        ad["LogLinesDropped"] = DROPS.total
         return ad
 
     # -- the driver ----------------------------------------------------------------------------------
@@ -369,11 +377,15 @@ class DaemonLoop(CommandHandling):
                 handle = await self.starter.start(out.claim_id, out.job, self.dirs.execute,
                                                   self._owner_policy(out.slot, out.claim_id),
                                                   label=public_claim_id(out.claim_id) or out.slot)
-            except StartError as e:
+            except Exception as e:  # noqa: BLE001 - whatever went wrong, the slot must not stay Busy
                 # The engine has no input for "the job never started": it hears of an exit without an
-                # exit code, and the reason travels in the exit event.
+                # exit code, and the reason travels in the exit event and the activation's reply.
                 self.metrics.inc("jobs_start_failed")
-                reason = _without_secret(e.reason, out.claim_id)  # it goes to the log and the events topic
+                text = e.reason if isinstance(e, StartError) else f"{type(e).__name__}: {e}"
+                reason = _without_secret(text, out.claim_id)  # it goes to the log and the events topic
+                if len(self.start_failures) > 64:
+                    self.start_failures.clear()
+                self.start_failures[out.claim_id] = reason
                 log.error("job could not be started", slot=out.slot, reason=reason)
                 return [ev.JobExited(now=time.time(), claim_id=out.claim_id, exit_code=None,
                                      usage={"reason": reason, "start_error": True}, final_update=False)]
@@ -384,18 +396,20 @@ class DaemonLoop(CommandHandling):
         self._emit(events_json.job_event(t, out.slot, out.what))
         if handle is None:
             return []  # already gone: its exit is (or was) reported by its watcher
+        # the async forms scan /proc for escaped processes in a thread, so a job of hundreds of processes
+        # never holds up the other slots
         if out.what == "suspend":
-            handle.suspend()
+            await handle.suspend_async()
         elif out.what == "continue":
-            handle.resume()
+            await handle.resume_async()
         elif out.what == "soft_kill":
             try:
-                handle.soft_kill(out.signal)
+                await handle.soft_kill_async(out.signal)
             except ValueError as e:  # a KillSig that names no signal: the default one
                 log.warning("unknown KillSig, sending SIGTERM", slot=out.slot, error=str(e))
-                handle.soft_kill(signal.SIGTERM)
+                await handle.soft_kill_async(signal.SIGTERM)
         elif out.what == "hard_kill":
-            handle.hard_kill()
+            await handle.hard_kill_async()
         log.info("job signalled", slot=out.slot, what=out.what, pid=handle.pid)
         return []
 
@@ -451,15 +465,24 @@ class DaemonLoop(CommandHandling):
         return min(self.update_interval, IDLE_SAMPLE_INTERVAL)
 
     async def _sample(self) -> None:
-        """Measure the running jobs and the machine, and tell the engine."""
+        """Measure the running jobs (in a thread: walking a sandbox or a family of hundreds of processes
+        must not stall the loop) and the machine, and tell the engine. The starter's update carries what
+        VanillaProc::PublishUpdateAd publishes (ResidentSetSize, ProportionalSetSizeKb, ImageSize,
+        DiskUsage, CpusUsage, CPU times); the engine adds MemoryUsage from MEMORY_USAGE_METRIC. A SPOOL
+        record that a full disk kept from being written is tried again."""
+        loop = asyncio.get_running_loop()
+        if self.starter.registry is not None and self.starter.registry.dirty:
+            await loop.run_in_executor(None, self.starter.flush)
         for claim_id, handle in list(self.starter.handles.items()):
             if not handle.running:
                 continue
             try:
-                usage = handle.usage()
+                usage = await loop.run_in_executor(None, handle.measure)
             except Exception as e:  # noqa: BLE001 - a job vanishing under psutil is not the daemon's end
                 log.debug("job usage not measured", error=repr(e))
                 continue
+            if not handle.running:
+                continue  # it ended while it was measured: its exit is the last word
             load = float(usage.pop("CondorLoadAvg", 0.0))
             await self.feed(ev.JobUsage(now=time.time(), claim_id=claim_id, load=load, usage=usage))
         now = time.time()

@@ -9,6 +9,8 @@ import os
 import resource
 from typing import TYPE_CHECKING, Iterable, Protocol
 
+from .logfiles import DROPS
+
 if TYPE_CHECKING:
     from .engine import Engine
     from .starter import Starter
@@ -28,14 +30,57 @@ class Observed(Protocol):
     def transport(self) -> Transport | None: ...
 
 
+class LoopLag:
+    """How late the event loop runs what is due: a tick every ``interval`` seconds notes how much later than
+    asked it woke. A blocking call on the loop (a /proc scan, a slow disk) shows here as lag, and every
+    slot's timers and every command's reply wait that long. ``worst`` is the largest since the start,
+    ``recent`` the largest of the last ``window`` seconds."""
+
+    def __init__(self, interval: float = 0.02, window: float = 10.0) -> None:
+        self.interval = interval
+        self.window = window
+        self.worst = 0.0
+        self._recent: list[tuple[float, float]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def recent(self) -> float:
+        loop_now = asyncio.get_running_loop().time() if self._task is not None else 0.0
+        return max((lag for at, lag in self._recent if at >= loop_now - self.window), default=0.0)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="startd-loop-lag")
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            asked = loop.time() + self.interval
+            await asyncio.sleep(self.interval)
+            now = loop.time()
+            lag = max(0.0, now - asked)
+            self.worst = max(self.worst, lag)
+            if lag > 0.005:
+                self._recent.append((now, lag))
+                self._recent = [(at, x) for at, x in self._recent if at >= now - self.window]
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task}, timeout=1.0)
+
+
 class Metrics:
     """Counters for Prometheus, served as text on ``STARTD_METRICS_PORT`` when that knob is set."""
 
     def __init__(self) -> None:
         self.counters: dict[str, int] = {"transitions": 0, "jobs_started": 0, "jobs_start_failed": 0,
-                                         "jobs_exited": 0, "commands": 0, "host_samples": 0}
+                                         "jobs_exited": 0, "commands": 0, "commands_undone": 0,
+                                         "host_samples": 0}
         self._server: asyncio.AbstractServer | None = None
         self.port: int | None = None
+        self.lag = LoopLag()
 
     def inc(self, name: str, n: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + n
@@ -52,6 +97,7 @@ class Metrics:
         for key, helptext in (("transitions", "state/activity transitions"), ("jobs_started", "jobs started"),
                               ("jobs_start_failed", "jobs that could not be started"),
                               ("jobs_exited", "jobs that exited"), ("commands", "MQTT commands handled"),
+                              ("commands_undone", "commands carried out, then undone because their reply failed"),
                               ("host_samples", "measurements of the machine")):
             metric(f"{key}_total", "counter", helptext, [("", self.counters.get(key, 0))])
         counts: dict[tuple[str, str], int] = {}
@@ -68,6 +114,21 @@ class Metrics:
                [("", 1 if conn is not None and conn.connected.is_set() else 0)])
         metric("mqtt_connections_total", "counter", "broker connections made (1 + reconnections)",
                [("", conn.connections if conn is not None else 0)])
+        metric("event_loop_lag_seconds", "gauge", "the event loop's largest delay in the last 10 s",
+               [("", round(self.lag.recent, 6))])
+        metric("event_loop_lag_max_seconds", "gauge", "the event loop's largest delay since the start",
+               [("", round(self.lag.worst, 6))])
+        metric("log_lines_dropped_total", "counter", "log lines a full disk kept out of StartLog and the event log",
+               [("", DROPS.total)])
+        metric("commands_busy_total", "counter", "commands answered busy because the command queue was full",
+               [("", getattr(conn, "commands_busy", 0) if conn is not None else 0)])
+        metric("commands_queued", "gauge", "commands waiting to be carried out",
+               [("", getattr(conn, "commands_queued", 0) if conn is not None else 0)])
+        metric("publications_dropped_total", "counter", "events and replies dropped while the broker was away",
+               [("", getattr(conn, "publications_dropped", 0) if conn is not None else 0)])
+        registry = daemon.starter.registry
+        metric("job_record_write_failures_total", "counter", "failed writes of the SPOOL record of running jobs",
+               [("", registry.write_failures if registry is not None else 0)])
         ru = resource.getrusage(resource.RUSAGE_SELF)
         metric("process_cpu_seconds_total", "counter", "CPU time of the daemon",
                [("", ru.ru_utime + ru.ru_stime)])
@@ -99,6 +160,7 @@ class Metrics:
         return self.port
 
     async def close(self) -> None:
+        await self.lag.stop()
         if self._server is not None:
             self._server.close()
             with contextlib.suppress(Exception):

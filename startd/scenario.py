@@ -16,8 +16,10 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ValidationInfo
 
 from .classad import ClassAd, ClassAdSyntaxError, parse_ad, parse_expr
+from .simusage import Profile, UsageProfiles, parse_profile
 
 STATES = ("Owner", "Unclaimed", "Matched", "Claimed", "Preempting", "Backfill", "Drained")
 ACTIVITIES = ("Idle", "Benchmarking", "Busy", "Suspended", "Retiring", "Cleaning", "Vacating", "Killing")
@@ -89,6 +91,32 @@ class ActivateStep(_Model):
     # Seconds the starter takes after the job's exit (its final update: Claimed/Cleaning) before it exits
     # itself; a hard kill ends it at once.
     cleanup_time: float = Field(default=0, ge=0)
+    # What the starter measures while the job runs (startd.simusage): MB of memory and disk, cores in use;
+    # each a constant or [seconds, value] points over the job's unsuspended running time.
+    memory: Profile | None = None
+    disk: Profile | None = None
+    cpus: Profile | None = None
+
+    # a Profile is built by the validator below, which gives the one-line messages pydantic's unions would not
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    @field_validator("memory", "disk", "cpus", mode="before")
+    @classmethod
+    def _profile(cls, v: Any, info: ValidationInfo) -> Profile | None:
+        return None if v is None else parse_profile(v, str(info.field_name))
+
+    @model_validator(mode="after")
+    def _load_or_cpus(self) -> "ActivateStep":
+        # a measured job's load is the CPU it uses: two figures for one thing would contradict each other
+        if self.cpus is not None and "load" in self.model_fields_set:
+            raise ValueError("give load or cpus, not both (the cores in use are the job's load)")
+        return self
+
+    def usage_profiles(self) -> UsageProfiles | None:
+        """The job's usage profiles; None when it has none (then the simulator sends no periodic updates)."""
+        if self.memory is None and self.disk is None and self.cpus is None:
+            return None
+        return UsageProfiles(self.memory, self.disk, self.cpus)
 
 
 class ClaimRef(_Model):

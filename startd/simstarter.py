@@ -4,7 +4,9 @@
 job that needs so many seconds of unsuspended time. ``SimStarters`` is the part of the simulator that
 carries out the engine's job commands (start, suspend, continue, soft and hard kill), ends jobs by
 themselves or by a signal, and reaps starters that were still cleaning up after their job; it feeds what
-happened back to the engine as follow-up inputs and prints a job event for every command.
+happened back to the engine as follow-up inputs and prints a job event for every command. A job with a
+usage profile (``memory:``, ``disk:``, ``cpus:``) gets the starter's periodic update every POLLING_INTERVAL
+while it runs, as the daemon measures its real jobs (figures from ``startd.simusage``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Callable
 
 from . import events_json
 from .engine import events as ev
+from .simusage import UsageProfiles, measure
 
 # What a simulated job's signals are, for JobExited.signal.
 _SIGNALS = {"SIGTERM": 15, "SIGKILL": 9, "SIGINT": 2, "SIGQUIT": 3, "SIGHUP": 1, "SIGUSR1": 10, "SIGUSR2": 12}
@@ -31,6 +34,7 @@ class JobParams:
     load: float = 1.0
     kill_time: float = 0.0
     cleanup_time: float = 0.0  # the starter's time between the job's exit (final update) and its own
+    usage: UsageProfiles | None = None  # what the starter measures; None: no periodic updates
 
 
 @dataclass
@@ -44,6 +48,13 @@ class SimJob:
     resumed_at: float | None  # when it last started running; None while suspended
     kill_at: float | None = None  # when it gives in to a soft kill (or was hard-killed)
     kill_signal: int = 15
+    ran: float = 0.0  # unsuspended seconds before resumed_at: the clock of its usage profile
+    next_usage: float | None = None  # when the starter next measures it (None: suspended, or no profile)
+    peak_rss_kb: int = 0  # the largest RSS measured so far (VanillaProc's max_rss)
+
+    def running_time(self, now: float) -> float:
+        """Seconds the job has run, suspensions left out."""
+        return self.ran + (now - self.resumed_at if self.resumed_at is not None else 0.0)
 
     def exit_due(self) -> float | None:
         """When the job will end by itself (None: not while nothing changes)."""
@@ -68,6 +79,10 @@ class SimStarters:
     rel: Callable[[float], int | float]
     _followups: deque[ev.Input]
 
+    def polling_interval(self) -> float:
+        """POLLING_INTERVAL as the engine reads it now: the cadence of the starter's usage updates."""
+        raise NotImplementedError
+
     # --- simulated jobs -------------------------------------------------------------------------
 
     def _job_command(self, out: ev.JobCommand) -> None:
@@ -82,7 +97,8 @@ class SimStarters:
             self.jobs[out.claim_id] = job
             self._emit_job(out.slot, "start")
             self._followups.append(ev.JobStarted(now=now, claim_id=out.claim_id))
-            self._followups.append(ev.JobUsage(now=now, claim_id=out.claim_id, load=params.load))
+            self._followups.append(ev.JobUsage(now=now, claim_id=out.claim_id, load=self._load(job),
+                                               usage=self._measure(job)))
             return
         if job is None:
             # a command for a job that is already gone: the engine will hear (or has heard) its exit. A
@@ -96,12 +112,17 @@ class SimStarters:
             if job.resumed_at is not None:
                 if job.remaining is not None:
                     job.remaining = max(0.0, job.remaining - (now - job.resumed_at))
+                job.ran += now - job.resumed_at
                 job.resumed_at = None
-                self._followups.append(ev.JobUsage(now=now, claim_id=job.claim_id, load=0.0))
+                job.next_usage = None
+                # a stopped job uses no CPU; its memory and disk stay as they were, so nothing else changes
+                stopped = {"CpusUsage": 0.0} if job.params.usage is not None else {}
+                self._followups.append(ev.JobUsage(now=now, claim_id=job.claim_id, load=0.0, usage=stopped))
         elif what == "continue":
             if job.resumed_at is None:
                 job.resumed_at = now
-                self._followups.append(ev.JobUsage(now=now, claim_id=job.claim_id, load=job.params.load))
+                self._followups.append(ev.JobUsage(now=now, claim_id=job.claim_id, load=self._load(job),
+                                                   usage=self._measure(job)))
         elif what == "soft_kill":
             if not job.params.ignores_sigterm and job.kill_at is None:
                 job.kill_at = now + job.params.vacate_time
@@ -125,18 +146,49 @@ class SimStarters:
         natural = None
         if job.remaining is not None and job.resumed_at is not None:
             natural = job.resumed_at + job.remaining
-        # the starter's final update; it exits itself cleanup_time later
+        # the starter's final update, with the last figures of a job with a usage profile; it exits itself
+        # cleanup_time later
         gone = job.params.cleanup_time <= 0
+        usage = self._measure(job)
         if job.kill_at is not None and (natural is None or job.kill_at < natural):
             exited = ev.JobExited(now=now, claim_id=job.claim_id, exit_code=None, signal=job.kill_signal,
-                                  starter_exited=gone)
+                                  starter_exited=gone, usage=usage)
         else:
             exited = ev.JobExited(now=now, claim_id=job.claim_id, exit_code=job.params.exit_code,
-                                  starter_exited=gone)
+                                  starter_exited=gone, usage=usage)
         if not gone:
             self.cleaning[job.claim_id] = now + job.params.cleanup_time
         self._emit_job(job.slot, "exit")
         self._followups.append(exited)
+
+    # --- usage updates --------------------------------------------------------------------------
+
+    def _measure(self, job: SimJob) -> dict[str, Any]:
+        """The starter's update of a job with a usage profile now ({} without one), and when the next is due:
+        one POLLING_INTERVAL later while it runs, none while it is suspended or gone."""
+        profiles = job.params.usage
+        if profiles is None:
+            return {}
+        usage, job.peak_rss_kb = measure(profiles, job.running_time(self.now), job.params.load, job.peak_rss_kb)
+        job.next_usage = self.now + self.polling_interval() if job.resumed_at is not None else None
+        return usage
+
+    def _load(self, job: SimJob) -> float:
+        """The job's CPU load: the cores its ``cpus:`` profile uses now, else the ``load`` it was given."""
+        profiles = job.params.usage
+        if profiles is None or profiles.cpus is None:
+            return job.params.load
+        return profiles.cpus.at(job.running_time(self.now))
+
+    def usage_due(self) -> float | None:
+        """When the next periodic usage update of a running job is due (None: none is)."""
+        return min((j.next_usage for j in self.jobs.values() if j.next_usage is not None), default=None)
+
+    def _send_usage(self, t: float) -> None:
+        """The periodic updates due at ``t``: the figures, and the load a ``cpus:`` profile makes."""
+        for job in [j for j in self.jobs.values() if j.next_usage is not None and j.next_usage <= t]:
+            self._followups.append(ev.JobUsage(now=self.now, claim_id=job.claim_id, load=self._load(job),
+                                               usage=self._measure(job)))
 
     def _starter_exits(self, claim_id: str) -> None:
         """A starter that was cleaning up after its job is reaped."""

@@ -5,8 +5,10 @@ clock, psutil and real processes, this shell has a clock that jumps straight to 
 happens, a host whose facts the scenario scripts, and simulated jobs that run for a stated time. So a day
 of a machine's life runs in seconds and every run of a scenario prints the same timeline.
 
-What happens at one instant, in order: jobs that end then, the engine's timers that are due, then the
-scenario's steps at that time in file order. The host is sampled when a ``host`` step changes it; the
+What happens at one instant, in order: jobs that end then, the engine's timers that are due, the starters'
+periodic usage updates of jobs with a usage profile (the engine reads them at its next evaluation, as the
+startd merges a starter's update into the claim and evaluates at its own timers), then the scenario's steps
+at that time in file order. The host is sampled when a ``host`` step changes it; the
 engine carries idle times forward itself (they grow with the clock), as it notices a sample only at its
 next evaluation. Every event the engine reports is printed as it happens: a readable timeline, or with
 ``--json`` one JSON object a line (CONTRACTS section 3).
@@ -154,6 +156,14 @@ class Simulator(SimStarters):
     def rel(self, t: float) -> int | float:
         return _num(t - self.t0)
 
+    def polling_interval(self) -> float:
+        """POLLING_INTERVAL as the engine reads it now (after any reconfig), as the daemon's job sampling does."""
+        knobs = getattr(self.engine, "knobs", None)
+        value = getattr(knobs, "polling_interval", None)
+        if isinstance(value, (int, float)):
+            return float(max(value, 1))
+        return float(max(self.conf.settings().polling_interval, 1))
+
     def run(self) -> int:
         """Run every step; returns 0 when every expectation held, 1 when one failed."""
         self.engine = self.engine_factory(self.conf, self.host.sample(self.t0, full=True), machine=MACHINE,
@@ -175,8 +185,9 @@ class Simulator(SimStarters):
         while True:
             job_t = min([d for d in (j.exit_due() for j in self.jobs.values()) if d is not None]
                         + list(self.cleaning.values()), default=None)
+            usage_t = self.usage_due()
             wake = self.engine.next_wakeup()
-            candidates = [x for x in (job_t, wake) if x is not None]
+            candidates = [x for x in (job_t, usage_t, wake) if x is not None]
             if not candidates:
                 return
             t = max(min(candidates), self.now)
@@ -192,6 +203,11 @@ class Simulator(SimStarters):
                     self._job_ends(job)
                 for cid in [c for c, d in self.cleaning.items() if d <= t]:
                     self._starter_exits(cid)
+                self._drain_followups()
+                continue
+            if usage_t is not None and usage_t <= t:
+                # the starters' periodic updates; the engine fires its own timers due now before it takes them
+                self._send_usage(t)
                 self._drain_followups()
                 continue
             self._feed(ev.Tick(now=t))
@@ -341,7 +357,7 @@ class Simulator(SimStarters):
             job = self.jobs_of_step[i]
             self.activation[body.id] = JobParams(body.runtime, body.exit_code, body.vacate_time,
                                                  body.ignores_sigterm, body.load, body.kill_time,
-                                                 body.cleanup_time)
+                                                 body.cleanup_time, body.usage_profiles())
             return ev.ActivateClaim(now=now, request=i, claim_id=body.id,
                                     job=None if job is None else job.copy())
         if a == "deactivate":

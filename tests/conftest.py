@@ -17,8 +17,13 @@ from pathlib import Path
 from typing import AsyncIterator, Iterator
 
 import pytest
-
-from brokerkit import MOSQUITTO_URL, clear_retained, embedded, mosquitto_answers, require_mosquitto
+from brokerkit import (
+    MOSQUITTO_URL,
+    clear_retained,
+    embedded,
+    mosquitto_answers,
+    require_mosquitto,
+)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -65,6 +70,16 @@ async def embedded_broker() -> AsyncIterator[str]:
 async def mosquitto_broker() -> AsyncIterator[str]:
     """The Mosquitto on 127.0.0.1:1883. A test that asks for it fails when it is not running."""
     yield await require_mosquitto()
+
+
+@pytest.fixture(params=["embedded", "mosquitto"])
+async def any_broker(request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """Each test that takes it runs twice: against an embedded broker and against Mosquitto on 1883."""
+    if request.param == "mosquitto":
+        yield await require_mosquitto()
+        return
+    async with embedded() as url:
+        yield url
 
 
 @pytest.fixture

@@ -512,6 +512,11 @@ class Engine(ResMgr):
                     c.job[name] = value
                 except (TypeError, ValueError):
                     continue  # not a ClassAd value: kept in the usage only
+            # VanillaProc::PublishUpdateAd: every update of a running job carries MemoryUsage as the
+            # MEMORY_USAGE_METRIC expression, so a memory policy reads the RSS just measured
+            metric = self.knobs.memory_usage_metric
+            if inp.usage and metric is not None and not any(k.lower() == "memoryusage" for k in inp.usage):
+                c.job["MemoryUsage"] = Expr(metric)
 
     def _on_job_exited(self, inp: JobExited) -> None:
         found = self._current_claim(inp.claim_id)

@@ -37,7 +37,12 @@ POLICY_ATTRS: tuple[tuple[str, str], ...] = (
 # ResMgr::init_config_classad: Unhibernate when UNHIBERNATE is not configured
 UNHIBERNATE_DEFAULT = "MY.MachineLastMatchTime =!= undefined"
 
-DEFAULT_JOB_ATTRS = ("JobUniverse", "NiceUser", "ExecutableSize", "ImageSize")
+MEMORY_USAGE_METRIC_DEFAULT = "((ResidentSetSize+1023)/1024)"
+
+# SYSTEM_STARTD_JOB_ATTRS's default (param_info.in)
+DEFAULT_JOB_ATTRS = ("ImageSize", "ExecutableSize", "JobUniverse", "NiceUser", "CPUsUsage", "ResidentSetSize",
+                     "ProportionalSetSizeKb", "MemoryUsage", "DiskUsage", "StdoutMtime", "StderrMtime",
+                     "ScratchDirFileCount")
 
 # The attributes a slot type may override (Resource::publish_slot_config_overrides): a configured
 # SLOT_TYPE_<N>_<name> replaces the global value in that type's slots and in their dynamic slots. The knob is
@@ -60,7 +65,7 @@ class PolicyKnobs:
 
     nodes: dict[str, Node] = field(default_factory=dict)  # slot ad attribute -> its policy expression
     latch: list[tuple[str, Node | None]] = field(default_factory=list)  # STARTD_LATCH_EXPRS
-    job_attrs: tuple[str, ...] = DEFAULT_JOB_ATTRS  # STARTD_JOB_ATTRS
+    job_attrs: tuple[str, ...] = DEFAULT_JOB_ATTRS  # STARTD_JOB_ATTRS + _EXPRS + SYSTEM_STARTD_JOB_ATTRS
     update_interval: float = 300
     polling_interval: float = 5
     match_timeout: float = 120
@@ -81,6 +86,9 @@ class PolicyKnobs:
     # Qube!'s host.duty.* lists are published only for a configuration written for Qube! (a policy knob in
     # Qube! syntax, or a Qube* knob)
     qube_duty: bool = False
+    # MEMORY_USAGE_METRIC: what the starter puts in every job update as MemoryUsage (VanillaProc::PublishUpdateAd
+    # assigns it as an expression, so MemoryUsage follows ResidentSetSize in the job ad and the slot ad)
+    memory_usage_metric: Node | None = field(default_factory=lambda: parse_node(MEMORY_USAGE_METRIC_DEFAULT))
 
     def for_type(self, type_id: int) -> dict[str, Node]:
         """The policy expressions of a slot of type ``type_id``: the global ones with the type's overrides."""
@@ -106,6 +114,16 @@ def _lenient(conf: Any, knob: str) -> Node | None:
         return _expression(conf, knob)
     except ConfigError:
         return None
+
+
+def _memory_usage_metric(conf: Any) -> Node | None:
+    """MEMORY_USAGE_METRIC as the starter reads it: unset is the default; set empty, the starter assigns no
+    MemoryUsage (param() returns false); an expression that does not parse is dropped as AssignExpr drops it."""
+    text = conf.get("MEMORY_USAGE_METRIC")
+    if text is None:
+        raw = conf.raw("MEMORY_USAGE_METRIC") if hasattr(conf, "raw") else None
+        return None if raw is not None else parse_node(MEMORY_USAGE_METRIC_DEFAULT)
+    return _lenient(conf, "MEMORY_USAGE_METRIC")
 
 
 def read_policy(conf: Any) -> PolicyKnobs:
@@ -138,7 +156,12 @@ def read_policy(conf: Any) -> PolicyKnobs:
         if node is not None and name not in policy_names:
             nodes.setdefault(name, node)
         latch.append((name, node))
-    job_attrs = conf.get("STARTD_JOB_ATTRS")
+    # startd_main.cpp main_config: STARTD_JOB_ATTRS, the deprecated STARTD_JOB_EXPRS and SYSTEM_STARTD_JOB_ATTRS
+    # (what HTCondor itself needs in the slot ad: ResidentSetSize, MemoryUsage, DiskUsage...) merged, each once
+    job_attrs: dict[str, str] = {}
+    for knob in ("STARTD_JOB_ATTRS", "STARTD_JOB_EXPRS", "SYSTEM_STARTD_JOB_ATTRS"):
+        for name in (conf.get(knob) or "").replace(",", " ").split():
+            job_attrs.setdefault(name.lower(), name)
     by_type: dict[int, dict[str, Node]] = {}
     names = {a.lower(): a for a in nodes}
     for t in range(MAX_SLOT_TYPES):
@@ -160,7 +183,7 @@ def read_policy(conf: Any) -> PolicyKnobs:
     return PolicyKnobs(
         nodes=nodes,
         latch=latch,
-        job_attrs=tuple((job_attrs or "").replace(",", " ").split()) if job_attrs is not None else DEFAULT_JOB_ATTRS,
+        job_attrs=tuple(job_attrs.values()),
         update_interval=max(num("UPDATE_INTERVAL", 300), 1),
         polling_interval=max(num("POLLING_INTERVAL", 5), 1),
         match_timeout=num("MATCH_TIMEOUT", 120),
@@ -179,5 +202,6 @@ def read_policy(conf: Any) -> PolicyKnobs:
         by_type=by_type,
         unhibernate=_lenient(conf, "UNHIBERNATE") or parse_node(UNHIBERNATE_DEFAULT),
         is_local=knob_true(conf, "IS_LOCAL_STARTD"),
+        memory_usage_metric=_memory_usage_metric(conf),
         qube_duty=bool(qube_knob_attrs(conf)) or any(is_qube(conf.get(k) or "") for k, _ in POLICY_ATTRS),
     )

@@ -6,10 +6,16 @@ Membership comes from the strongest source available:
   inescapable without privilege, counts the CPU of processes already gone, and can be killed at once
   (``cgroup.kill``). Used whenever the cgroup v2 hierarchy is mounted and writable.
 * otherwise the **session**: each job is a session leader, so its descendants share its session id
-  unless they call setsid(); plus the **descendants** of known members (psutil);
-* and, when it matters (killing, reaping a previous life), an **environment marker** every process
-  of the job inherits (``_STARTD_FAMILY=<token>``), found in /proc/<pid>/environ, which catches
-  processes that left the session and were orphaned;
+  unless they call setsid(); plus the **descendants** of known members (their parent pids);
+* and, in a thorough look (killing, measuring, reaping a previous life), an **environment marker**
+  every process of the job inherits (``_STARTD_FAMILY=<token>``, as HTCondor's
+  ``_CONDOR_ANCESTOR_<pid>``), found in /proc/<pid>/environ, which catches processes that left the
+  session and were orphaned (``setsid cmd &``, a double fork). Only processes started after the
+  job's first one are read.
+
+Every look is one pass over /proc (:mod:`startd.starter.procscan`); it blocks, so async code runs
+the thorough ones (:meth:`ProcessFamily.kill_all`, ``signal(..., thorough=True)``,
+:meth:`ProcessFamily.usage`) in a thread. A family is safe to use from several threads.
 * when the job runs under a **dedicated execute account** (DEDICATED_EXECUTE_ACCOUNT_REGEXP), every
   process of that uid, as HTCondor's starter tracks such a family "by login".
 """
@@ -20,18 +26,33 @@ import asyncio
 import os
 import re
 import signal
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import psutil
+from typing import TypeVar
 
 from ..host.facts import own_cgroup2_dir
+from .procscan import (
+    CLK_TCK,
+    PAGE_KB,
+    ProcStat,
+    has_marker,
+    marker_bytes,
+    pss_kb,
+    read_stat,
+    snapshot,
+    uid_of,
+    with_marker,
+)
 
 #: The environment variable that marks every process of a job.
 FAMILY_ENV = "_STARTD_FAMILY"
 
 _CGROUP_PARENT = "startd_jobs"
+
+T = TypeVar("T")
 
 
 # --- cgroups -------------------------------------------------------------------------------------
@@ -110,6 +131,32 @@ class JobCgroup:
         except (OSError, KeyError, ValueError):
             return None
 
+    def memory_kb(self) -> tuple[int, int] | None:
+        """(now, peak) memory of the cgroup in KB, without the page cache, as
+        ``ProcFamilyDirectCgroupV2::get_usage`` counts it: ``anon + shmem`` of memory.stat now, and
+        memory.peak less ``file + inactive_anon`` (CGROUP_IGNORE_CACHE_MEMORY) for the peak. None
+        without the memory controller."""
+        stat: dict[str, int] = {}
+        try:
+            for line in (self.path / "memory.stat").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key in ("anon", "shmem", "file", "inactive_anon"):
+                    stat[key] = int(value)
+        except (OSError, ValueError):
+            return None
+        if "anon" not in stat:
+            return None
+        now = stat["anon"] + stat.get("shmem", 0)
+        peak = now
+        try:
+            raw_peak = int((self.path / "memory.peak").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            raw_peak = 0
+        cache = stat.get("file", 0) + stat.get("inactive_anon", 0)
+        if raw_peak > cache:
+            peak = max(peak, raw_peak - cache)
+        return now // 1024, peak // 1024
+
     def remove(self) -> bool:
         """Delete the (empty) cgroup; True when it is gone."""
         for _ in range(50):
@@ -123,43 +170,19 @@ class JobCgroup:
         return False
 
 
+
 # --- /proc scans ---------------------------------------------------------------------------------
-
-
-def _all_pids() -> list[int]:
-    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
 
 
 def pids_in_session(sid: int) -> list[int]:
     """Processes whose session id is ``sid``."""
-    out: list[int] = []
-    for pid in _all_pids():
-        try:
-            if os.getsid(pid) == sid:
-                out.append(pid)
-        except OSError:
-            continue
-    return out
+    return [pid for pid, st in snapshot().items() if st.sid == sid]
 
 
-def pids_with_marker(token: str) -> list[int]:
-    """Processes whose environment carries ``_STARTD_FAMILY=<token>`` (those this process may read)."""
-    needle = f"{FAMILY_ENV}={token}".encode()
-    out: list[int] = []
-    me = os.getpid()
-    for pid in _all_pids():
-        if pid == me:
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                data = f.read()
-        except OSError:
-            continue
-        for entry in data.split(b"\0"):
-            if entry == needle:
-                out.append(pid)
-                break
-    return out
+def pids_with_marker(token: str, since: int = 0) -> list[int]:
+    """Live processes whose environment carries ``_STARTD_FAMILY=<token>`` (those this process may
+    read), started at or after ``since`` (ticks since boot)."""
+    return sorted(with_marker(snapshot(), marker_bytes(FAMILY_ENV, token), since=since))
 
 
 def pids_of_uid(uid: int) -> list[int]:
@@ -167,21 +190,7 @@ def pids_of_uid(uid: int) -> list[int]:
     family includes them."""
     if uid <= 0:
         return []
-    out: list[int] = []
-    for pid in _all_pids():
-        try:
-            if os.stat(f"/proc/{pid}").st_uid == uid:
-                out.append(pid)
-        except OSError:
-            continue
-    return out
-
-
-def _is_live(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
+    return [pid for pid, st in snapshot().items() if not st.kernel_thread and uid_of(pid) == uid]
 
 
 @dataclass
@@ -193,6 +202,7 @@ class FamilyUsage:
     image_size_kb: int  # sum of virtual sizes now
     rss_kb: int  # sum of resident sizes now
     num_pids: int
+    pss_kb: int | None = None  # sum of proportional set sizes now, when readable
 
 
 class ProcessFamily:
@@ -208,71 +218,73 @@ class ProcessFamily:
         self.sid = root_pid  # the job was started as a session leader
         self.token = token
         self.cgroup = cgroup
-        self._procs: dict[int, psutil.Process] = {}
+        self._needle = marker_bytes(FAMILY_ENV, token)
+        self._lock = threading.Lock()
+        # Members seen so far, by pid and start time (a pid reused by another process is not one).
+        self._known: dict[int, int] = {}
         self._cpu_high = (0.0, 0.0)
-        try:
-            self._procs[root_pid] = psutil.Process(root_pid)
-        except psutil.Error:
-            pass
+        root = read_stat(root_pid)
+        #: When the job's first process started (ticks since boot): no member is older.
+        self.root_start = root.start if root is not None else 0
+        if root is not None:
+            self._known[root_pid] = root.start
 
     # -- membership ------------------------------------------------------------------------------
 
-    def _proc(self, pid: int) -> psutil.Process | None:
-        """The psutil handle of a pid just found to be a member (cached, so CPU-percent state and
-        pid-reuse detection carry over between calls)."""
-        p = self._procs.get(pid)
-        if p is not None and p.is_running():
-            return p
-        try:
-            p = psutil.Process(pid)
-        except psutil.Error:
-            self._procs.pop(pid, None)
-            return None
-        self._procs[pid] = p
-        return p
+    def members(self, thorough: bool = False) -> dict[int, ProcStat]:
+        """Live (non-zombie) members and their stat lines. ``thorough`` adds the environment-marker
+        scan, which finds processes that left the session and were orphaned. Blocks (reads /proc)."""
+        with self._lock:
+            known = dict(self._known)
+        found: dict[int, ProcStat] = {}
+        snap: dict[int, ProcStat] | None = None
+        if self.cgroup is not None and self.cgroup.exists():
+            for pid in self.cgroup.pids():
+                st = read_stat(pid)
+                if st is not None:
+                    found[pid] = st
+        else:
+            snap = snapshot()
+            for pid, start in known.items():
+                st = snap.get(pid)
+                if st is not None and st.start == start:
+                    found[pid] = st
+            root = snap.get(self.root_pid)
+            root_alive = root is not None and root.start == self.root_start
+            for pid, st in snap.items():
+                if st.sid != self.sid or pid in found or st.start < self.root_start:
+                    continue
+                # Once the root is gone its pid (the session id) may be reused by a stranger's new
+                # session: then only the marker proves membership.
+                if root_alive or has_marker(pid, self._needle):
+                    found[pid] = st
+            _add_descendants(found, snap)
+        if thorough or self.login_uid is not None:
+            if snap is None:
+                snap = snapshot()
+            if thorough:
+                for pid in with_marker(snap, self._needle, since=self.root_start, skip=set(found)):
+                    found[pid] = snap[pid]
+            if self.login_uid is not None:
+                for pid, st in snap.items():
+                    if pid not in found and not st.kernel_thread and uid_of(pid) == self.login_uid:
+                        found[pid] = st
+            _add_descendants(found, snap)
+        found.pop(os.getpid(), None)
+        live = {pid: st for pid, st in found.items() if st.live}
+        with self._lock:
+            self._known = {pid: st.start for pid, st in live.items()}
+        return live
 
     def pids(self, thorough: bool = False) -> set[int]:
         """Live (non-zombie) member pids. ``thorough`` adds the environment-marker scan."""
-        found: set[int] = set()
-        if self.cgroup is not None and self.cgroup.exists():
-            found.update(self.cgroup.pids())
-        else:
-            # Known members are trusted only while psutil confirms they are the same processes
-            # (same pid and start time); newcomers come from the session and from descendants.
-            known = {pid for pid, p in self._procs.items() if p.is_running()}
-            found.update(known)
-            found.update(pids_in_session(self.sid))
-            for pid in list(found):
-                p = self._proc(pid)
-                if p is None:
-                    continue
-                try:
-                    found.update(c.pid for c in p.children(recursive=True))
-                except psutil.Error:
-                    continue
-        if thorough:
-            found.update(pids_with_marker(self.token))
-        if self.login_uid is not None:
-            found.update(pids_of_uid(self.login_uid))
-        found.discard(os.getpid())
-        live: set[int] = set()
-        for pid in found:
-            p = self._proc(pid)
-            if p is not None and _is_live(p):
-                live.add(pid)
-        for pid in list(self._procs):
-            if pid not in live:
-                del self._procs[pid]
-        return live
-
-    def processes(self, thorough: bool = False) -> list[psutil.Process]:
-        return [self._procs[pid] for pid in sorted(self.pids(thorough)) if pid in self._procs]
+        return set(self.members(thorough))
 
     # -- signals ---------------------------------------------------------------------------------
 
     def signal(self, sig: int, thorough: bool = False) -> int:
-        """Send ``sig`` to every member; returns how many were signalled. A second pass catches
-        children forked while the first pass ran."""
+        """Send ``sig`` to every member; returns how many were signalled. Further passes catch
+        children forked while the previous one ran. Blocks (reads /proc)."""
         done: set[int] = set()
         for _ in range(3):
             todo = self.pids(thorough) - done
@@ -282,9 +294,7 @@ class ProcessFamily:
                 try:
                     os.kill(pid, sig)
                     done.add(pid)
-                except ProcessLookupError:
-                    continue
-                except PermissionError:
+                except OSError:  # gone, or not ours to signal
                     continue
         return len(done)
 
@@ -295,58 +305,89 @@ class ProcessFamily:
         except OSError:
             return False
 
-    def kill(self) -> None:
-        """SIGKILL the whole family now (does not wait)."""
+    def kill(self, thorough: bool = True) -> None:
+        """SIGKILL the whole family now (does not wait). With a cgroup this is one write
+        (cgroup.kill); without one, ``thorough`` False signals the session and descendants only
+        (cheap enough for the event loop) and leaves escaped processes to :meth:`kill_all`."""
         if self.cgroup is not None and self.cgroup.exists() and self.cgroup.kill():
             return
-        self.signal(signal.SIGKILL, thorough=True)
+        self.signal(signal.SIGKILL, thorough=thorough)
 
-    async def kill_all(self, timeout: float = 5.0) -> bool:
-        """SIGKILL until no member is left; True when the family is gone."""
+    def kill_all_sync(self, timeout: float = 5.0) -> bool:
+        """SIGKILL until no member is left, for at most ``timeout`` seconds; True when the family is
+        gone. Blocks: async code calls :meth:`kill_all`."""
         deadline = time.monotonic() + timeout
+        pause = 0.005
         while True:
             left = self.pids(thorough=True)
             if not left:
                 return True
             if time.monotonic() >= deadline:
                 return False
-            self.kill()
+            if self.cgroup is not None and self.cgroup.exists():
+                self.cgroup.kill()
             for pid in left:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
-            await asyncio.sleep(0.01)
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)  # processes that do not die at once need no busy look
+
+    async def kill_all(self, timeout: float = 5.0) -> bool:
+        """:meth:`kill_all_sync` in a thread, so that killing hundreds of processes never holds up
+        the event loop."""
+        return await in_thread(self.kill_all_sync, timeout)
 
     # -- accounting ------------------------------------------------------------------------------
 
-    def usage(self) -> FamilyUsage:
-        """CPU (cumulative, never decreasing) and memory (current) of the family."""
-        user = sys_ = 0.0
-        vsz = rss = 0
-        procs = self.processes()
-        for p in procs:
-            try:
-                with p.oneshot():
-                    t = p.cpu_times()
-                    m = p.memory_info()
-            except psutil.Error:
-                continue
-            # A member's reaped children are in its children_* times; orphans reaped by init are
-            # not, which is why the cgroup figure is preferred when there is one.
-            user += t.user + t.children_user
-            sys_ += t.system + t.children_system
-            vsz += m.vms // 1024
-            rss += m.rss // 1024
+    def usage(self, *, thorough: bool = False, pss: bool = False) -> FamilyUsage:
+        """CPU (cumulative, never decreasing) and memory (current) of the family; ``pss`` adds the
+        proportional set size (one more read per process). Blocks (reads /proc)."""
+        members = self.members(thorough)
+        user_t = sys_t = vsz = rss = 0
+        pss_total: int | None = None
+        for pid, st in members.items():
+            # A member's reaped children are in its cutime/cstime; orphans reaped by init are not,
+            # which is why the cgroup figure is preferred when there is one.
+            user_t += st.utime + st.cutime
+            sys_t += st.stime + st.cstime
+            vsz += st.vsize
+            rss += st.rss
+            if pss:
+                p = pss_kb(pid)
+                if p is not None:
+                    pss_total = (pss_total or 0) + p
+        user, sys_ = user_t / CLK_TCK, sys_t / CLK_TCK
         if self.cgroup is not None:
             cg = self.cgroup.cpu_seconds()
             if cg is not None:
                 user, sys_ = max(user, cg[0]), max(sys_, cg[1])
-        user = max(user, self._cpu_high[0])
-        sys_ = max(sys_, self._cpu_high[1])
-        self._cpu_high = (user, sys_)
-        return FamilyUsage(user, sys_, int(vsz), int(rss), len(procs))
+        with self._lock:
+            user = max(user, self._cpu_high[0])
+            sys_ = max(sys_, self._cpu_high[1])
+            self._cpu_high = (user, sys_)
+        return FamilyUsage(user, sys_, vsz // 1024, rss * PAGE_KB, len(members), pss_total)
 
     def note_cpu(self, user: float, sys_: float) -> None:
         """Raise the CPU high-water mark (with the exact figures from the root's rusage)."""
-        self._cpu_high = (max(user, self._cpu_high[0]), max(sys_, self._cpu_high[1]))
+        with self._lock:
+            self._cpu_high = (max(user, self._cpu_high[0]), max(sys_, self._cpu_high[1]))
+
+
+def _add_descendants(found: dict[int, ProcStat], snap: dict[int, ProcStat]) -> None:
+    """Add to ``found`` every process of ``snap`` descended from one of its members."""
+    children: dict[int, list[ProcStat]] = {}
+    for st in snap.values():
+        children.setdefault(st.ppid, []).append(st)
+    stack = list(found)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child.pid not in found:
+                found[child.pid] = child
+                stack.append(child.pid)
+
+
+async def in_thread(fn: Callable[..., T], *args: object) -> T:
+    """``fn(*args)`` in the loop's default executor (blocking /proc and file work stays off the loop)."""
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)

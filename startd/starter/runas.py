@@ -36,8 +36,9 @@ import os
 import pwd
 import re
 from dataclasses import dataclass
+from typing import Any
 
-from ._adaccess import ad_string, ad_value
+from .jobdesc import JobAdError, JobDescription, describe
 from .os_proc import OwnerPolicy
 
 
@@ -71,33 +72,20 @@ def slot_user_knob(slot_name: str) -> str:
     return name.upper() + "_USER"
 
 
-def job_account_name(job_ad: object) -> tuple[str, str] | None:
+def job_account_name(job: JobDescription | Any) -> tuple[str, str] | None:
     """The account the job asks to run as and the attribute that names it: ``OsUser``, else the
     name part of ``User`` (init_user_ids_from_ad), else ``Owner`` (ads built by hand carry no User).
-    This is the name whose owner must be the one who brought the job (:attr:`OwnerPolicy.trust_owner`)."""
-    os_user = ad_string(job_ad, "OsUser")
-    if os_user:
-        return os_user, "OsUser"
-    user = ad_string(job_ad, "User")
-    if user:
-        cut = user.rfind("@")
-        name = user[:cut] if cut >= 0 else user
-        if name:
-            return name, "User"
-    owner = ad_string(job_ad, "Owner")
-    if owner:
-        return owner, "Owner"
+    This is the name whose owner must be the one who brought the job (:attr:`OwnerPolicy.trust_owner`).
+    ``job`` is a :class:`~startd.starter.jobdesc.JobDescription` or a job ad (read with it)."""
+    desc = describe(job, require_cmd=False)
+    if desc.os_user:
+        return desc.os_user, "OsUser"
+    name = desc.user_name()
+    if name:
+        return name, "User"
+    if desc.owner:
+        return desc.owner, "Owner"
     return None
-
-
-def _wants_run_as_owner(job_ad: object) -> bool:
-    """The job's RunAsOwner (LookupBool: a boolean or a number), True when absent (Unix default)."""
-    val = ad_value(job_ad, "RunAsOwner")
-    if isinstance(val, bool):
-        return val
-    if isinstance(val, (int, float)):
-        return val != 0
-    return True
 
 
 def host_in_domain(host: str, domain: str) -> bool:
@@ -109,12 +97,12 @@ def host_in_domain(host: str, domain: str) -> bool:
     return skip == 0 or host[skip - 1] == "." or domain.startswith(".")
 
 
-def same_uid_domain(job_ad: object, policy: OwnerPolicy) -> bool:
+def same_uid_domain(job: JobDescription | Any, policy: OwnerPolicy) -> bool:
     """``JICShadow::sameUidDomain``. With no UID_DOMAIN given (``policy.uid_domain`` None) the
     comparison is not made: the daemon vouches for the owner through ``trust_owner`` alone."""
     if policy.uid_domain is None:
         return True
-    job_domain = ad_string(job_ad, "UidDomain")
+    job_domain = describe(job, require_cmd=False).uid_domain
     if not job_domain or job_domain.lower() != policy.uid_domain.lower():
         return False
     if policy.trust_local_uid_domain and policy.peer_is_local:
@@ -140,7 +128,7 @@ def _account(name: str, what: str, policy: OwnerPolicy, *, as_owner: bool) -> Ac
     """``init_user_ids``: the passwd entry of ``name``; uid 0 or gid 0 is rejected."""
     try:
         pw = pwd.getpwnam(name)
-    except KeyError:
+    except (KeyError, ValueError):  # ValueError: a NUL in a configured name
         return Refusal(f"{what} {name!r} is not a user on this machine")
     if pw.pw_uid == 0 or pw.pw_gid == 0:
         return Refusal(f"{what} {name!r} is root, and a job never runs as root")
@@ -156,7 +144,7 @@ def _primary_group(account: Account, group: str) -> Account | Refusal:
     member of it (and it is not gid 0)."""
     try:
         gid = grp.getgrnam(group).gr_gid
-    except KeyError:
+    except (KeyError, ValueError):
         gid = None
     if gid is None or gid == 0 or gid not in account.groups:
         return Refusal(f"could not install primary unix group {group!r} from the supplementary groups of {account.name!r}")
@@ -172,20 +160,26 @@ def _self_account() -> Account:
     return Account(name, euid, os.getegid(), tuple(os.getgroups()), False)
 
 
-def choose_account(job_ad: object, policy: OwnerPolicy, *, euid: int | None = None) -> Account | Refusal:
-    """The account ``job_ad`` runs as under ``policy`` (``JICShadow::initUserPriv``), or why it cannot
-    run. ``euid`` is the daemon's effective uid (default: this process's). No side effects."""
+def choose_account(job: JobDescription | Any, policy: OwnerPolicy, *, euid: int | None = None) -> Account | Refusal:
+    """The account the job runs as under ``policy`` (``JICShadow::initUserPriv``), or why it cannot
+    run. ``job`` is a :class:`~startd.starter.jobdesc.JobDescription`, or a job ad that is read into
+    one (an ad that cannot be read is a :class:`Refusal` naming the attribute). ``euid`` is the
+    daemon's effective uid (default: this process's). No side effects."""
     if (os.geteuid() if euid is None else euid) != 0:
-        return _self_account()  # initUserPrivNoOwner
-    run_as_owner = policy.run_as_owner and _wants_run_as_owner(job_ad)
-    named = job_account_name(job_ad)
+        return _self_account()  # initUserPrivNoOwner: the ad is not consulted
+    try:
+        desc = describe(job, require_cmd=False)
+    except JobAdError as e:
+        return Refusal(e.sentence())
+    run_as_owner = policy.run_as_owner and desc.run_as_owner
+    named = job_account_name(desc)
     if run_as_owner and named is None:
         return Refusal("the job ad has no Owner (nor OsUser or User), and a job never runs as root")
-    if run_as_owner and not (policy.trust_owner and same_uid_domain(job_ad, policy)):
+    if run_as_owner and not (policy.trust_owner and same_uid_domain(desc, policy)):
         run_as_owner = False
     if run_as_owner and named is not None:
         name, attr = named
-        owner = ad_string(job_ad, "Owner")
+        owner = desc.owner
         if owner and attr != "Owner" and owner != name:
             # What the daemon vouched for (trust_owner) is the Owner: an OsUser or User naming
             # another account would run the job as someone nobody vouched for.
@@ -193,7 +187,7 @@ def choose_account(job_ad: object, policy: OwnerPolicy, *, euid: int | None = No
         chosen = _account(name, f"the job's {attr}", policy, as_owner=True)
         if isinstance(chosen, Refusal):
             return chosen
-        group = ad_string(job_ad, "PrimaryUnixGroup")
+        group = desc.primary_unix_group
         return _primary_group(chosen, group) if group else chosen
     slot_user = policy.slot_user or policy.nobody_slot_user
     if not slot_user or slot_user == "root":

@@ -28,22 +28,23 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Mapping
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import psutil
+import structlog
 
 from ..engine.claim import public_claim_id
 from ..host.facts import detected_cpus
-from ._adaccess import ad_number, ad_string
-from .args import ArgumentsError, args_from_ad
 from .create_process import LaunchError, LaunchSpec, create_process
-from .env import EnvironmentSyntaxError, env_from_ad
-from .family import FAMILY_ENV, JobCgroup, ProcessFamily
-from .os_proc import JobHandle, JobResult, OwnerPolicy, parse_signal
-from .runas import Account, Refusal, choose_account
+from .family import FAMILY_ENV, JobCgroup, ProcessFamily, in_thread
+from .jobdesc import JobAdError, JobDescription, describe
+from .os_proc import JobHandle, JobResult, OwnerPolicy
+from .runas import Refusal, choose_account
 from .state import JobRecord, JobRegistry, reap_leftovers
+
+log = structlog.get_logger("startd.starter")
 
 #: Variables HTCondor sets to the slot's CPU count so threaded libraries use what the job asked for
 #: (STARTER_NUM_THREADS_ENV_VARS); a value in the job's own environment wins.
@@ -145,43 +146,44 @@ class Starter:
     async def start(
         self,
         claim_id: str,
-        job_ad: Any,
+        job_ad: JobDescription | Any,
         execute_dir: str | os.PathLike[str],
         owner_policy: OwnerPolicy | None = None,
         *,
         label: str | None = None,
     ) -> JobHandle:
-        """Start the job of ``claim_id`` described by ``job_ad`` (a ClassAd or a mapping) in a
-        sandbox under ``execute_dir``. ``label`` (public: the public claim id or the slot's name)
-        goes into the sandbox's and the cgroup's names; the claim id never does. Raises
-        :class:`StartError` with the reason when it cannot."""
+        """Start the job of ``claim_id`` described by ``job_ad`` (a :class:`JobDescription`, or a
+        ClassAd or a mapping read into one) in a sandbox under ``execute_dir``. ``label`` (public:
+        the public claim id or the slot's name) goes into the sandbox's and the cgroup's names; the
+        claim id never does. Raises :class:`StartError` with a one-line reason when it cannot, and
+        then leaves nothing behind (no sandbox, no cgroup, no process, no record)."""
         if claim_id in self.handles or claim_id in self._starting:
             raise StartError("this claim already has a running job")
         self._starting.add(claim_id)
         try:
-            return await self._start(claim_id, job_ad, Path(execute_dir), owner_policy or OwnerPolicy(), label)
+            try:
+                desc = describe(job_ad)
+            except JobAdError as e:
+                raise StartError(e.sentence()) from None
+            except Exception as e:  # noqa: BLE001 - a mapping that fails to read is a bad ad too
+                raise StartError(f"the job ad cannot be read: {_one_line(e)}") from None
+            return await self._start(claim_id, desc, Path(execute_dir), owner_policy or OwnerPolicy(), label)
+        except StartError:
+            raise
+        except Exception as e:  # noqa: BLE001 - every failure to start is a StartError
+            # Whatever went wrong (a value the description let through, an OSError), the daemon
+            # hears one line; _start has taken back what it made.
+            log.error("job start failed", error=repr(e))
+            raise StartError(f"the job could not be started: {_one_line(e)}") from None
         finally:
             self._starting.discard(claim_id)
 
     async def _start(
-        self, claim_id: str, job_ad: Any, execute: Path, policy: OwnerPolicy, label: str | None
+        self, claim_id: str, desc: JobDescription, execute: Path, policy: OwnerPolicy, label: str | None
     ) -> JobHandle:
-        cmd = ad_string(job_ad, "Cmd")
-        if not cmd:
-            raise StartError("the job ad has no Cmd")
-        try:
-            argv = args_from_ad(job_ad)
-        except ArgumentsError as e:
-            raise StartError(f"the job's arguments cannot be parsed: {e}") from None
-        try:
-            job_env = env_from_ad(job_ad)
-        except EnvironmentSyntaxError as e:
-            raise StartError(f"the job's environment cannot be parsed: {e}") from None
-        try:
-            kill_sig = parse_signal(ad_string(job_ad, "KillSig"))
-        except ValueError as e:
-            raise StartError(f"the job's KillSig: {e}") from None
-        account = choose_account(job_ad, policy)
+        if not desc.cmd:
+            raise StartError("the job's Cmd is missing")
+        account = choose_account(desc, policy)
         if isinstance(account, Refusal):
             raise StartError(account.reason)
 
@@ -190,24 +192,28 @@ class Starter:
         part = name_part(label, claim_id)
         suffix = key + (f"_{part}" if part else "")
         sandbox = execute / f"dir_{suffix}"
-        # Paths are checked before anything is made, so a refusal leaves nothing behind.
-        paths = {attr: ad_string(job_ad, attr) for attr in ("In", "Out", "Err", "Iwd")}
+        # Paths are checked before anything is made, so a refusal leaves nothing behind (the job
+        # description refused these already; this is the last word on where a path lands).
+        paths = {"In": desc.stdin, "Out": desc.stdout, "Err": desc.stderr, "Iwd": desc.iwd}
         where = {attr: in_sandbox(attr, v, sandbox) if v else None for attr, v in paths.items()}
-        try:
-            execute.mkdir(parents=True, exist_ok=True)
-            sandbox.mkdir(mode=0o700)
-            if account.switch:
-                os.chown(sandbox, account.uid, account.gid)
-        except FileExistsError:
-            raise StartError(f"the sandbox {sandbox} already exists") from None
-        except OSError as e:
-            raise StartError(f"cannot make the sandbox {sandbox}: {e.strerror}") from None
-
+        made_sandbox = False
         procs_fd: int | None = None
         cgroup: JobCgroup | None = None
+        popen: subprocess.Popen[bytes] | None = None
+        family: ProcessFamily | None = None
         try:
+            try:
+                execute.mkdir(parents=True, exist_ok=True)
+                sandbox.mkdir(mode=0o700)
+                made_sandbox = True
+                if account.switch:
+                    os.chown(sandbox, account.uid, account.gid)
+            except FileExistsError:
+                raise StartError(f"the sandbox {sandbox} already exists") from None
+            except OSError as e:
+                raise StartError(f"cannot make the sandbox {sandbox}: {e.strerror}") from None
             cwd = where["Iwd"] or str(sandbox)
-            env = self._environment(job_env, job_ad, policy, sandbox, Path(cwd))
+            env = self._environment(desc, policy, sandbox, Path(cwd))
             token = secrets.token_hex(12)
             env[FAMILY_ENV] = token
             if self.use_cgroups is not False:
@@ -222,9 +228,9 @@ class Starter:
                 gid=account.gid,
                 groups=account.groups,
                 cwd=cwd,
-                cmd=cmd,
+                cmd=desc.cmd,
                 path=env.get("PATH") or os.environ.get("PATH") or os.defpath,
-                args=tuple(argv),
+                args=desc.args,
                 env=env,
                 stdin=where["In"],
                 stdout=where["Out"],
@@ -236,67 +242,96 @@ class Starter:
                 popen = await create_process(spec, cgroup_procs_fd=procs_fd, timeout=self.launch_timeout)
             except LaunchError as e:
                 raise StartError(e.reason) from None
+            if procs_fd is not None:
+                os.close(procs_fd)
+                procs_fd = None
+            if cgroup is not None and popen.pid not in cgroup.pids():
+                # The kernel refused the move (or the job is already gone): track it without a
+                # cgroup rather than trust an empty one.
+                cgroup.remove()
+                cgroup = None
+            login_uid = account.uid if account.switch and account.dedicated else None
+            family = ProcessFamily(popen.pid, token, cgroup, login_uid)
+            await self._record(claim_id, popen.pid, token, cgroup, sandbox, key, login_uid)
+            handle = JobHandle(self, claim_id, popen, family, sandbox, desc.kill_sig, policy, key=key,
+                               user=account.name)
+            self.handles[claim_id] = handle
+            handle._watch()
+            return handle
         except BaseException:
             if procs_fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(procs_fd)
-            if cgroup is not None:
-                cgroup.kill()  # a start cancelled after the exec may have left processes in it
-                cgroup.remove()
-            shutil.rmtree(sandbox, ignore_errors=True)
-            raise
-        if procs_fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(procs_fd)
-        return self._started(claim_id, popen, account, cgroup, token, sandbox, key, kill_sig, policy)
-
-    def _started(
-        self, claim_id: str, popen: Any, account: Account, cgroup: JobCgroup | None, token: str,
-        sandbox: Path, key: str, kill_sig: int, policy: OwnerPolicy,
-    ) -> JobHandle:
-        """Track a job whose program is running: its family, its handle and its record."""
-        if cgroup is not None and popen.pid not in cgroup.pids():
-            # The kernel refused the move (or the job is already gone): track it without a cgroup
-            # rather than trust an empty one.
-            cgroup.remove()
-            cgroup = None
-        login_uid = account.uid if account.switch and account.dedicated else None
-        family = ProcessFamily(popen.pid, token, cgroup, login_uid)
-        handle = JobHandle(self, claim_id, popen, family, sandbox, kill_sig, policy, key=key, user=account.name)
-        self.handles[claim_id] = handle
-        if self.registry is not None:
+            undo = (cgroup, popen, family, sandbox if made_sandbox else None, key)
             try:
-                ct = psutil.Process(popen.pid).create_time()
-            except psutil.Error:
-                ct = 0.0
-            self.registry.add(
-                JobRecord(
-                    public_claim_id=public_claim_id(claim_id),
-                    pid=popen.pid,
-                    create_time=ct,
-                    sid=popen.pid,
-                    token=token,
-                    cgroup=str(cgroup.path) if cgroup is not None else None,
-                    sandbox=str(sandbox),
-                    daemon_pid=os.getpid(),
-                    daemon_create_time=self._self_ct,
-                    key=key,
-                    login_uid=login_uid,
-                )
-            )
-        handle._watch()
-        return handle
+                # Killing a job that did start and removing its sandbox block: off the loop. A
+                # second cancellation leaves the thread to finish on its own.
+                await asyncio.shield(in_thread(self._undo_start, *undo))
+            except RuntimeError:  # no executor any more (the loop is closing): here, then
+                self._undo_start(*undo)
+            raise
+
+    def _undo_start(
+        self, cgroup: JobCgroup | None, popen: subprocess.Popen[bytes] | None,
+        family: ProcessFamily | None, sandbox: Path | None, key: str,
+    ) -> None:
+        """Take back whatever a failed start made (blocks). Never raises: the start's own error is
+        the news."""
+        try:
+            if family is not None:
+                family.kill_all_sync(timeout=2.0)
+            elif cgroup is not None:
+                cgroup.kill()  # a start cancelled after the exec may have left processes in it
+            if popen is not None:
+                with contextlib.suppress(OSError):
+                    popen.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired, ChildProcessError):
+                    popen.wait(timeout=2.0)
+            if cgroup is not None:
+                cgroup.remove()
+            if sandbox is not None:
+                shutil.rmtree(sandbox, ignore_errors=True)
+            if self.registry is not None:
+                self.registry.remove(key)
+        except Exception as e:  # noqa: BLE001
+            log.error("cleanup of a failed start failed", error=repr(e))
+
+    async def _record(
+        self, claim_id: str, pid: int, token: str, cgroup: JobCgroup | None, sandbox: Path, key: str,
+        login_uid: int | None,
+    ) -> None:
+        """Write the job's crash-recovery record (in a thread: it fsyncs)."""
+        if self.registry is None:
+            return
+        try:
+            ct = psutil.Process(pid).create_time()
+        except psutil.Error:
+            ct = 0.0
+        record = JobRecord(
+            public_claim_id=public_claim_id(claim_id),
+            pid=pid,
+            create_time=ct,
+            sid=pid,
+            token=token,
+            cgroup=str(cgroup.path) if cgroup is not None else None,
+            sandbox=str(sandbox),
+            daemon_pid=os.getpid(),
+            daemon_create_time=self._self_ct,
+            key=key,
+            login_uid=login_uid,
+        )
+        await in_thread(self.registry.add, record)
 
     def _environment(
-        self, job_env: Mapping[str, str], job_ad: Any, policy: OwnerPolicy, sandbox: Path, cwd: Path
+        self, desc: JobDescription, policy: OwnerPolicy, sandbox: Path, cwd: Path
     ) -> dict[str, str]:
         cpus = policy.cpus
         if cpus is None:
-            req = ad_number(job_ad, "RequestCpus")
+            req = desc.request_cpus
             cpus = int(req) if req and req >= 1 else 1
         env: dict[str, str] = {name: str(cpus) for name in THREAD_ENV_VARS}
         env.update(policy.environment)
-        env.update(job_env)
+        env.update(desc.environment)
         # The scratch-directory variables describe this run and are not the job's to choose.
         env.update(
             {
@@ -314,28 +349,70 @@ class Starter:
     # -- ending ----------------------------------------------------------------------------------
 
     async def _cleanup(self, handle: JobHandle) -> None:
-        if handle.family.cgroup is not None:
-            handle.family.cgroup.remove()
-        await asyncio.get_running_loop().run_in_executor(
-            None, lambda: shutil.rmtree(handle.sandbox, ignore_errors=True)
-        )
-        if self.handles.get(handle.claim_id) is handle:
-            del self.handles[handle.claim_id]
-        if self.registry is not None:
-            self.registry.remove(handle.key)
+        """Remove a finished job's cgroup, sandbox and record, off the event loop. The handle is
+        forgotten whatever fails; failures are logged (a record left behind is reaped next life)."""
+        try:
+            cgroup = handle.family.cgroup
+            if cgroup is not None and not await in_thread(cgroup.remove):
+                log.warning("job cgroup not removed", cgroup=str(cgroup.path))
+            await in_thread(shutil.rmtree, handle.sandbox, True)
+            if handle.sandbox.exists():
+                log.warning("job sandbox not removed", sandbox=str(handle.sandbox))
+        finally:
+            if self.handles.get(handle.claim_id) is handle:
+                del self.handles[handle.claim_id]
+            if self.registry is not None:
+                await in_thread(self.registry.remove, handle.key)
 
-    async def shutdown(self, grace: float = 0.0) -> list[JobResult]:
-        """Stop every job: the soft kill, up to ``grace`` seconds to leave, then the hard kill.
-        Returns once every job, its family and its sandbox are gone."""
+    def flush(self) -> bool:
+        """Retry writing the crash-recovery record if a write failed (a full disk); True when the
+        file is up to date. Blocks (fsync): the daemon calls it in an executor each polling interval."""
+        return self.registry.flush() if self.registry is not None else True
+
+    async def shutdown(self, grace: float = 0.0, kill_timeout: float = 10.0) -> list[JobResult]:
+        """Stop every job: the soft kill, up to ``grace`` seconds to leave, then the hard kill, and up
+        to ``kill_timeout`` seconds more for the families to go and the sandboxes to be removed.
+        Returns the results of the jobs that ended; one whose processes will not die is left
+        (logged, and still recorded for :func:`reap_leftovers`) rather than waited for."""
         handles = list(self.handles.values())
+        if not handles:
+            return []
         if grace > 0:
             for h in handles:
-                h.soft_kill()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(
-                    asyncio.gather(*(h.wait() for h in handles), return_exceptions=True), grace
-                )
-        for h in handles:
-            h.hard_kill()
-        results = await asyncio.gather(*(h.wait() for h in handles), return_exceptions=True)
+                try:
+                    h.soft_kill()
+                except Exception as e:  # noqa: BLE001 - one job's failure must not spare the others
+                    log.warning("soft kill failed", claim=h.key, error=repr(e))
+            await _wait_all([h.exited() for h in handles], grace)
+        deadline = asyncio.get_running_loop().time() + kill_timeout
+        await _wait_all([h.hard_kill_async() for h in handles], kill_timeout)
+        left = max(0.0, deadline - asyncio.get_running_loop().time())
+        results = await _wait_all([h.wait() for h in handles], left)
+        for h, r in zip(handles, results):
+            if r is None:
+                log.warning("job did not end within the kill time", claim=h.key, pid=h.pid)
         return [r for r in results if isinstance(r, JobResult)]
+
+
+async def _wait_all(aws: list[Any], timeout: float) -> list[Any]:
+    """Run ``aws`` together for at most ``timeout`` seconds; the result of each (None when it did not
+    finish in time or failed). Those still running are cancelled (their work goes on where it is
+    shielded, as a job's end is)."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    if not tasks:
+        return []
+    done, pending = await asyncio.wait(tasks, timeout=timeout)
+    for t in pending:
+        t.cancel()
+    out: list[Any] = []
+    for t in tasks:
+        if t in done and not t.cancelled() and t.exception() is None:
+            out.append(t.result())
+        else:
+            out.append(None)
+    return out
+
+
+def _one_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__

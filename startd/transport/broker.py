@@ -14,19 +14,21 @@ names (commands on the bare ``.../command`` topic count as anonymous, whoever se
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import socket
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
+import structlog
 from amqtt.broker import Broker
 from amqtt.contexts import Action, BaseContext
 from amqtt.errors import BrokerError
 from amqtt.plugins.base import BaseTopicPlugin
 from amqtt.session import Session
 
-import structlog
+from .tasks import cancel_and_wait
 
 log = structlog.get_logger("startd.transport")
 
@@ -150,24 +152,46 @@ class EmbeddedBroker:
             return self.url
         raise OSError(errno.EADDRINUSE, f"no free port on {HOST} for the embedded MQTT broker")
 
-    async def stop(self) -> None:
-        """Close every connection and stop listening. Safe to call twice."""
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Close every connection and stop listening, within ``timeout`` (+ 0.5 s): amqtt's shutdown
+        waits on each client's session, and one that does not end must not hold the daemon's exit. Safe
+        to call twice."""
         broker, self._broker = self._broker, None
         if broker is None:
             return
+        shutdown = asyncio.create_task(broker.shutdown(), name="embedded-broker-shutdown")
         try:
-            await broker.shutdown()
-        except Exception:  # noqa: BLE001 - stopping must not fail the caller's shutdown
-            log.exception("embedded broker did not stop cleanly")
+            done, _ = await asyncio.wait({shutdown}, timeout=timeout)
+        except asyncio.CancelledError:
+            shutdown.cancel()
+            _stop_listening(broker)
+            raise
+        if not done:
+            log.warning("embedded broker did not stop in time; closing its listeners", timeout=timeout)
+            await cancel_and_wait([shutdown], 0.5, what="embedded broker shutdown")
+        elif not shutdown.cancelled() and shutdown.exception() is not None:
+            log.error("embedded broker did not stop cleanly", error=repr(shutdown.exception()))
+        _stop_listening(broker)
         # let the closed sockets' callbacks run before the port is reused
         await asyncio.sleep(0)
 
-    async def __aenter__(self) -> "EmbeddedBroker":
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+def _stop_listening(broker: Broker) -> None:
+    """Close the broker's listening sockets (idempotent), so its port is free even when its shutdown did
+    not complete."""
+    servers = getattr(broker, "_servers", {})  # amqtt keeps them privately: name -> Server
+    for server in list(servers.values()):
+        instance = getattr(server, "instance", None)
+        if instance is not None:
+            with contextlib.suppress(Exception):
+                instance.close()
 
 
 def _quiet_amqtt_logs() -> None:

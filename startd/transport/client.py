@@ -12,19 +12,23 @@ by default (Nagle's algorithm, ~40 ms a round trip); ``set_tcp_nodelay true`` in
 
 Commands are hostile input: a retained command (left on the broker for the next start of the daemon) is
 ignored and cleared, a command larger than ``STARTD_MAX_COMMAND_BYTES`` is refused before it is parsed,
-and a reply goes only to a topic under ``{root}/reply/``.
+and a reply goes only to a topic under ``{root}/reply/``. Commands wait in a bounded queue for a few
+workers (:mod:`.queue`); one that finds it full is answered ``busy`` at once.
+
+Stopping is bounded whatever the broker does (gone, silent, or never acknowledging a publication): every
+task of the connection is cancelled and waited for with a timeout (:mod:`.tasks`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import random
 import uuid
-from collections import OrderedDict, deque
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Self
 
 import aiomqtt
 import structlog
@@ -33,18 +37,36 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from ..classad import ClassAd, to_json
-from .connect import QOS, connect
-from .dispatch import CommandDispatcher
+from .connect import QOS, abandon_client, connect
+from .dispatch import DEFAULT_MAX_COMMAND_BYTES, CommandDispatcher
 from .messages import ReplyMessage, error_reply, public_ad
-from .session import BrokerSession, RequestTimeout, iter_json
+from .queue import (
+    DEFAULT_COMMAND_QUEUE_LENGTH,
+    DEFAULT_COMMAND_WORKERS,
+    Backlog,
+    CommandQueue,
+    busy_reply,
+    read_envelope,
+)
+from .session import BrokerSession, RequestTimeout, StartdBusy, iter_json
 from .settings import MqttSettings, Topics
+from .tasks import cancel_and_wait
 
-__all__ = ["BrokerSession", "IncomingCommand", "RequestTimeout", "StartdConnection", "iter_json", "ONLINE", "OFFLINE"]
+__all__ = ["OFFLINE", "ONLINE", "BrokerSession", "IncomingCommand", "RequestTimeout", "StartdBusy",
+           "StartdConnection", "iter_json"]
 
 log = structlog.get_logger("startd.transport")
 
 ONLINE = b"online"
 OFFLINE = b"offline"
+
+#: at stop, how long the commands running may take to finish before they are cancelled (at most a third
+#: of stop's timeout)
+STOP_COMMAND_GRACE = 1.0
+#: at stop, how long cancelled tasks get to end (a worker, the connection task)
+STOP_CANCEL_TIMEOUT = 0.5
+SHUTTING_DOWN = "the startd is shutting down; the command was not carried out"
+CANCELLED = "the startd is shutting down; the command was interrupted and may not have been carried out"
 
 
 @dataclass(frozen=True)
@@ -66,13 +88,20 @@ class StartdConnection:
 
     ``publish_ad``, ``remove_ad``, ``publish_event`` and ``send_reply`` never block and never raise for a
     broker problem: they record what must reach the broker and the background task delivers it when it
-    can. Commands go to ``dispatcher`` (parse, authorize, de-duplicate, execute; the reply is published
-    here), or, without one, to ``on_command``.
+    can. Commands wait in a queue of ``command_queue_length`` for ``command_workers`` workers, which hand
+    them to ``dispatcher`` (parse, authorize, de-duplicate, execute; the reply is published here), or,
+    without one, to ``on_command``.
+
+    Counters for the daemon's metrics: :attr:`commands_busy`, :attr:`commands_queued`,
+    :attr:`commands_running`, :attr:`publications_dropped`, :attr:`replies_dropped`,
+    :attr:`retained_commands_ignored`.
     """
 
     def __init__(self, settings: MqttSettings, machine: str, *, dispatcher: CommandDispatcher | None = None,
                  on_command: CommandCallback | None = None, client_id: str | None = None,
-                 max_backlog: int = 10000, connect_timeout: float = 10.0) -> None:
+                 max_backlog: int = 10000, connect_timeout: float = 10.0,
+                 command_queue_length: int = DEFAULT_COMMAND_QUEUE_LENGTH,
+                 command_workers: int = DEFAULT_COMMAND_WORKERS) -> None:
         self.settings = settings
         self.topics = Topics(settings.prefix, machine)
         self.dispatcher = dispatcher
@@ -84,16 +113,48 @@ class StartdConnection:
         self.protocol: str | None = None
         self._retained: dict[str, bytes] = {}
         self._dirty: OrderedDict[str, None] = OrderedDict()
-        self._backlog: deque[tuple[str, bytes, Properties | None]] = deque(maxlen=max_backlog)
+        self._backlog = Backlog(max_backlog)
         self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
+        self._io: set[asyncio.Task[Any]] = set()  # the current session's reader and writer
         self._client: aiomqtt.Client | None = None
         self._handlers: set[asyncio.Task[None]] = set()
+        self._commands: CommandQueue[IncomingCommand] = CommandQueue(
+            self._handle, maxlen=command_queue_length, workers=command_workers, name=f"commands-{machine}",
+            size=lambda c: len(c.payload))
+        self._busy_streak = 0
         self._stopping = False
         #: retained command messages found and ignored
         self.retained_commands_ignored = 0
+
+    # --- counters ------------------------------------------------------------------------------
+
+    @property
+    def commands_busy(self) -> int:
+        """Commands answered ``busy`` (the queue was full) since the start."""
+        return self._commands.busy
+
+    @property
+    def commands_queued(self) -> int:
+        """Commands waiting for a worker now."""
+        return self._commands.queued
+
+    @property
+    def commands_running(self) -> int:
+        """Commands being carried out now."""
+        return self._commands.running
+
+    @property
+    def publications_dropped(self) -> int:
+        """Replies and events dropped because the backlog was full (events go first)."""
+        return self._backlog.dropped
+
+    @property
+    def replies_dropped(self) -> int:
+        """The replies among :attr:`publications_dropped`."""
+        return self._backlog.replies_dropped
 
     # --- what the daemon publishes -------------------------------------------------------------
 
@@ -135,7 +196,7 @@ class StartdConnection:
 
     def publish_event(self, event: Mapping[str, Any]) -> None:
         """An event (not retained). Kept in a bounded backlog while the broker is away."""
-        self._enqueue(self.topics.events, json.dumps(dict(event), default=str).encode(), None)
+        self._enqueue(self.topics.events, json.dumps(dict(event), default=str).encode(), None, reply=False)
 
     def send_reply(self, reply: ReplyMessage, reply_to: str | None, *, response_topic: str | None = None,
                    correlation_data: bytes | None = None) -> str:
@@ -143,18 +204,17 @@ class StartdConnection:
         Returns the topic used."""
         # only the reply namespace: a reply_to naming a command topic would have the reply obeyed as a
         # command, one naming an ad or status topic would have it believed
-        topic = next((t for t in (reply_to, response_topic) if self.topics.is_reply_topic(t)), self.topics.replies)
+        topic = next((t for t in (reply_to, response_topic) if t is not None and self.topics.is_reply_topic(t)),
+                     self.topics.replies)
         props = None
         if correlation_data is not None and self.protocol == "5":
-            props = Properties(PacketTypes.PUBLISH)
+            props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
             props.CorrelationData = correlation_data
-        self._enqueue(topic, reply.to_payload(), props)
+        self._enqueue(topic, _encode(reply), props, reply=True)
         return topic
 
-    def _enqueue(self, topic: str, payload: bytes, props: Properties | None) -> None:
-        if len(self._backlog) == self._backlog.maxlen:
-            log.warning("publication backlog full, dropping the oldest", topic=self._backlog[0][0])
-        self._backlog.append((topic, payload, props))
+    def _enqueue(self, topic: str, payload: bytes, props: Properties | None, *, reply: bool) -> None:
+        self._backlog.append(topic, payload, props, reply=reply)
         self._idle.clear()
         self._wakeup.set()
 
@@ -169,13 +229,14 @@ class StartdConnection:
         """Start the background task (returns at once; ``connected`` is set once the broker answers)."""
         if self._task is None:
             self._stopping = False
+            self._commands.start()
             self._task = asyncio.create_task(self._run(), name=f"mqtt-{self.client_id}")
 
     async def wait_connected(self, timeout: float | None = None) -> bool:
         """True once connected (within ``timeout``)."""
         try:
             await asyncio.wait_for(self.connected.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         return True
 
@@ -183,15 +244,23 @@ class StartdConnection:
         """Wait until everything recorded so far has reached the broker; False on timeout."""
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         return True
 
     async def stop(self, *, clear_ads: bool = True, timeout: float = 3.0) -> None:
-        """Say goodbye and disconnect: clear the slot ads (``clear_ads``), set the status to ``offline``
-        (the will covers only a lost connection) and stop the task. Never raises for a broker problem."""
+        """Say goodbye and disconnect: answer the commands still waiting (not carried out), give those
+        running a moment, clear the slot ads (``clear_ads``), set the status to ``offline`` (the will covers
+        only a lost connection) and stop every task. Never raises for a broker problem, and returns within
+        ``timeout`` + 1.5 s whatever the broker does (gone, silent, never acknowledging)."""
         if self._task is None:
             return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout, 0.0)
+        for incoming in self._commands.close():
+            self._answer_unqueued(incoming, SHUTTING_DOWN)
+        # a command cancelled here answers for itself (see _handle), so its reply is flushed below
+        await self._commands.stop(grace=min(STOP_COMMAND_GRACE, timeout / 3), timeout=STOP_CANCEL_TIMEOUT)
         if clear_ads:
             for topic in [t for t in self._retained if t != self.topics.status]:
                 self._retained.pop(topic)
@@ -199,19 +268,18 @@ class StartdConnection:
         self._retained[self.topics.status] = OFFLINE
         self._mark(self.topics.status)
         if self.connected.is_set():
-            await self.flush(timeout)
+            await self.flush(max(deadline - loop.time(), 0.0))
         self._stopping = True
-        current = asyncio.current_task()
-        for t in list(self._handlers):
-            if t is not current:
-                t.cancel()
         task, self._task = self._task, None
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+        # the reader and writer are cancelled directly, not only through the connection task: a writer
+        # waiting for a PUBACK may swallow its cancellation, and the task's own clean-up would wait on it
+        left = await cancel_and_wait([task, *self._io, *self._handlers], 2 * STOP_CANCEL_TIMEOUT,
+                                     what="MQTT connection task")
+        if left and self._client is not None:
+            abandon_client(self._client)  # what is left waits on the socket: close it under them
         self.connected.clear()
 
-    async def __aenter__(self) -> "StartdConnection":
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -222,7 +290,7 @@ class StartdConnection:
 
     async def _run(self) -> None:
         delay = self.settings.reconnect_min
-        protocol = self.settings.protocol
+        protocol: str = self.settings.protocol
         while not self._stopping:
             will = aiomqtt.Will(self.topics.status, OFFLINE, qos=QOS, retain=True)
             try:
@@ -243,7 +311,7 @@ class StartdConnection:
                 if not self.connected.is_set():
                     # the broker at that address may have been replaced by one speaking another protocol
                     protocol = self.settings.protocol
-            except Exception:  # noqa: BLE001 - nothing from the broker side may stop the daemon
+            except Exception:
                 log.exception("broker connection failed", url=self.settings.url)
             finally:
                 self._client = None
@@ -268,10 +336,11 @@ class StartdConnection:
             if topic != self.topics.status:
                 self._dirty[topic] = None
         self._mark(self.topics.status)
-        reader = asyncio.create_task(self._read(client))
-        writer = asyncio.create_task(self._write(client))
+        reader = asyncio.create_task(self._read(client), name=f"mqtt-read-{self.client_id}")
+        writer = asyncio.create_task(self._write(client), name=f"mqtt-write-{self.client_id}")
         # "connected" means the retained state is on the broker again, so callers can rely on it
         idle = asyncio.create_task(self._idle.wait())
+        self._io = {reader, writer, idle}
         try:
             done, _ = await asyncio.wait({idle, reader, writer}, return_when=asyncio.FIRST_COMPLETED)
             if idle in done:
@@ -281,9 +350,9 @@ class StartdConnection:
                 if t is not idle:
                     t.result()
         finally:
-            for t in (idle, reader, writer):
-                t.cancel()
-            await asyncio.gather(idle, reader, writer, return_exceptions=True)
+            # bounded: a writer waiting for a PUBACK may swallow its cancellation (see .tasks)
+            await cancel_and_wait((idle, reader, writer), 2 * STOP_CANCEL_TIMEOUT, what="MQTT reader/writer")
+            self._io = set()
 
     async def _write(self, client: aiomqtt.Client) -> None:
         while True:
@@ -303,11 +372,11 @@ class StartdConnection:
                         self._dirty.move_to_end(topic, last=False)
                     raise
                 continue
-            item = self._backlog[0]
-            await client.publish(item[0], item[1], qos=QOS, retain=False, properties=item[2])
-            # the backlog may have overflowed meanwhile and dropped this very item
-            if self._backlog and self._backlog[0] is item:
-                self._backlog.popleft()
+            pub = self._backlog.peek()
+            assert pub is not None
+            await client.publish(pub.topic, pub.payload, qos=QOS, retain=False, properties=pub.properties)
+            # (the backlog may have overflowed meanwhile and dropped this very one: done() knows)
+            self._backlog.done(pub)
 
     async def _read(self, client: aiomqtt.Client) -> None:
         async for message in client.messages:
@@ -324,9 +393,34 @@ class StartdConnection:
             if not payload:
                 continue  # nothing to answer (e.g. the broker passing on the clearing of a retained command)
             incoming = IncomingCommand(payload, topic, self.topics.command_user(topic), response_topic, correlation)
-            task = asyncio.create_task(self._handle(incoming))
-            self._handlers.add(task)
-            task.add_done_callback(self._handlers.discard)
+            if self._commands.offer(incoming):
+                if self._busy_streak:
+                    log.info("taking commands again", refused_busy=self._busy_streak)
+                    self._busy_streak = 0
+            elif self._commands.closed:
+                self._answer_unqueued(incoming, SHUTTING_DOWN)
+            else:
+                if not self._busy_streak:
+                    log.warning("command queue full: answering busy", queued=self._commands.queued,
+                                running=self._commands.running)
+                self._busy_streak += 1
+                self._answer_unqueued(incoming, None)
+
+    def _max_command_bytes(self) -> int:
+        security = self.dispatcher.security if self.dispatcher is not None else None
+        return security.max_bytes if security is not None else DEFAULT_MAX_COMMAND_BYTES
+
+    def _answer_unqueued(self, incoming: IncomingCommand, why: str | None) -> None:
+        """Answer a command that will not be carried out: ``busy`` (``why`` None) or refused for ``why``.
+        Only its envelope is read (within the size limit); the reply is not remembered as the reply of its
+        request_id, so a retry is executed."""
+        rid, reply_to, name = read_envelope(incoming.payload, self._max_command_bytes())
+        if why is None:
+            reply = busy_reply(rid, name, self._commands.queued, self._commands.retry_after())
+        else:
+            reply = error_reply(rid, why, **({"command": name} if name else {}))
+        self.send_reply(reply, reply_to, response_topic=incoming.response_topic,
+                        correlation_data=incoming.correlation_data)
 
     def _clear_retained_command(self, client: aiomqtt.Client, topic: str, payload: bytes) -> None:
         """A retained command is never obeyed: it was left for whoever subscribes next (this daemon at its
@@ -348,9 +442,15 @@ class StartdConnection:
         task.add_done_callback(self._handlers.discard)
 
     async def _handle(self, incoming: IncomingCommand) -> None:
+        """Carry out one command (in a worker) and publish its reply."""
         try:
             if self.dispatcher is not None:
-                outcome = await self.dispatcher.dispatch(incoming.payload, incoming.user)
+                try:
+                    outcome = await self.dispatcher.dispatch(incoming.payload, incoming.user)
+                except asyncio.CancelledError:
+                    # the client is told rather than left waiting for its timeout
+                    self._answer_unqueued(incoming, CANCELLED)
+                    raise
                 self.send_reply(outcome.reply, outcome.reply_to, response_topic=incoming.response_topic,
                                 correlation_data=incoming.correlation_data)
             elif self.on_command is not None:
@@ -360,5 +460,23 @@ class StartdConnection:
                                 response_topic=incoming.response_topic, correlation_data=incoming.correlation_data)
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 - one command must not end the connection
+        except Exception:
             log.exception("command handling failed", topic=incoming.topic)
+
+
+def _encode(reply: ReplyMessage) -> bytes:
+    """The reply's payload; a reply that cannot be encoded (a value JSON has no form for) becomes an error
+    reply saying so, so that the command is still answered."""
+    try:
+        return reply.to_payload()
+    except Exception as e:  # noqa: BLE001 - whatever the value, the client gets an answer
+        rid = reply.request_id if isinstance(reply.request_id, (str, int)) and not isinstance(reply.request_id, bool) else None
+        # no traceback: for a value nested too deeply it is a thousand frames of the same recursion
+        log.error("reply cannot be encoded; sending an error reply instead", request_id=rid,
+                  error=f"{type(e).__name__}: {str(e)[:200]}")
+        command = (reply.model_extra or {}).get("command")
+        why = f"the reply could not be encoded ({type(e).__name__}); the command may have been carried out"
+        try:
+            return error_reply(rid, why, **({"command": command} if isinstance(command, str) else {})).to_payload()
+        except Exception:  # noqa: BLE001 - the request id itself is the trouble
+            return json.dumps({"request_id": None, "ok": False, "error": why}).encode()

@@ -39,6 +39,9 @@ Handler = Callable[[BaseCommand], Union[ReplyMessage, Awaitable[ReplyMessage]]]
 #: STARTD_MAX_COMMAND_BYTES when unset: 1 MiB
 DEFAULT_MAX_COMMAND_BYTES = 1 << 20
 
+#: Commands whose replies are not remembered by request id: read-only, so a repeat is simply answered again.
+UNCACHED_COMMANDS = frozenset({"query"})
+
 #: The identity of the command being handled (set by the dispatcher around the handler's call).
 current_identity: contextvars.ContextVar[Identity] = contextvars.ContextVar("current_identity",
                                                                            default=UNAUTHENTICATED)
@@ -199,6 +202,10 @@ class CommandDispatcher:
     async def _execute(self, cmd: BaseCommand, identity: Identity, user: str | None) -> tuple[ReplyMessage, bool]:
         # the cache key holds both identities, so one client never collects another's reply (which may
         # carry a claim id) by reusing its request id
+        if cmd.command in UNCACHED_COMMANDS:
+            # read-only: executing it again is harmless, and its reply (every slot ad) is the largest of
+            # all, so remembering thousands of them would only grow the daemon
+            return await self._run(cmd, identity, None), False
         who = f"{identity.user}|{user or ''}"
         fp = fingerprint(cmd)
         earlier = self.cache.get(who, cmd.request_id)
@@ -211,24 +218,30 @@ class CommandDispatcher:
             assert earlier.waiters is not None
             return await asyncio.shield(earlier.waiters), True
         entry = self.cache.begin(who, cmd.request_id, fp)
+        reply = await self._run(cmd, identity, entry)
+        self.cache.finish(entry, reply)
+        return reply, False
+
+    async def _run(self, cmd: BaseCommand, identity: Identity, entry: _Entry | None) -> ReplyMessage:
+        """The handler's reply to ``cmd`` (an ``ok: false`` one when it fails), with :data:`current_identity`
+        set around the call. A cancellation still answers a duplicate waiting on ``entry``."""
         token = current_identity.set(identity)
         try:
             result = self.handler(cmd)
             if inspect.isawaitable(result):
                 result = await result
-            reply = result if isinstance(result, ReplyMessage) else _coerce(cmd, result)
+            return result if isinstance(result, ReplyMessage) else _coerce(cmd, result)
         except asyncio.CancelledError:
-            self.cache.finish(entry, error_reply(cmd.request_id, "the daemon is shutting down",
-                                                 command=cmd.command))
+            if entry is not None:
+                self.cache.finish(entry, error_reply(cmd.request_id, "the daemon is shutting down",
+                                                     command=cmd.command))
             raise
         except Exception as e:  # noqa: BLE001 - a failing command must not stop the daemon
             log.exception("command failed", command=cmd.command, request_id=cmd.request_id)
-            reply = error_reply(cmd.request_id, f"{cmd.command} failed: {type(e).__name__}: {e}",
-                                command=cmd.command)
+            return error_reply(cmd.request_id, f"{cmd.command} failed: {type(e).__name__}: {e}",
+                               command=cmd.command)
         finally:
             current_identity.reset(token)
-        self.cache.finish(entry, reply)
-        return reply, False
 
     @staticmethod
     def _sealed(reply: ReplyMessage, identity: Identity, obj: dict[str, Any]) -> ReplyMessage:

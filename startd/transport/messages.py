@@ -317,6 +317,26 @@ def envelope(obj: dict[str, Any]) -> tuple[str | int | None, str | None]:
     return rid, reply_to if isinstance(reply_to, str) and reply_to else None
 
 
+def _nul_field(obj: Any, path: str = "") -> str | None:
+    """The dotted path of the first key or string value holding a NUL byte, or None."""
+    stack: list[tuple[Any, str]] = [(obj, path)]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                return where or "(command)"
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                key = str(k)
+                name = f"{where}.{key}" if where else key
+                if "\x00" in key:
+                    return name
+                stack.append((v, name))
+        elif isinstance(value, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(value))
+    return None
+
+
 def command_from_object(obj: dict[str, Any]) -> BaseCommand | ReplyMessage:
     """The command an object describes, or an ``ok: false`` reply saying why it is not one. The ``auth``
     field (see :mod:`startd.security.wire`) is not part of the command."""
@@ -329,6 +349,11 @@ def command_from_object(obj: dict[str, Any]) -> BaseCommand | ReplyMessage:
     cls = COMMANDS.get(name)
     if cls is None:
         return error_reply(rid, f"unknown command '{name}' (known: {', '.join(COMMANDS)})", command=name)
+    nul = _nul_field(obj)
+    if nul is not None:
+        # refused whole, before anything acts on it: a NUL byte would be cut off by the C string of an
+        # exec, a file name or a log line, so the part after it would be silently lost
+        return error_reply(rid, f"malformed command: field '{nul}': contains a NUL byte", command=name)
     try:
         return cls.model_validate({k: v for k, v in obj.items() if k != "auth"})
     except ValidationError as e:
@@ -443,8 +468,8 @@ def reply_from_engine(reply: ev.Reply, cmd: BaseCommand | None = None) -> ReplyM
     data: dict[str, Any] = {"command": name}
     if reply.slot:
         data["slot"] = reply.slot
-    # the claim id goes back only to the one who created the claim
-    if reply.claim_id and name == "request_claim":
+    # the claim id goes back only to the one who created the claim, and only when there is a claim
+    if reply.claim_id and name == "request_claim" and reply.accepted:
         data["claim_id"] = reply.claim_id
     for k, v in reply.data.items():
         data.setdefault(k, jsonable(v))

@@ -8,10 +8,15 @@ dispatcher with its authorization policy, and the address file.
 ``handler(cmd)`` receives every authorized, new command (a pydantic model of :mod:`.messages`) and returns
 its :class:`~.messages.ReplyMessage` (typically ``query_reply`` for ``query``, else
 ``reply_from_engine(engine.handle(to_engine_input(cmd, now)) ...)``).
+
+Knobs read here besides the broker's (:mod:`.settings`): ``STARTD_BROKER_PORT``, ``STARTD_ADDRESS_FILE``,
+``STARTD_MAX_COMMAND_BYTES``, ``STARTD_COMMAND_QUEUE_LENGTH`` (commands that may wait for a worker, default
+256; one more is answered ``busy``) and ``STARTD_BROKER_PASSWORD_FILE``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pwd
 from dataclasses import dataclass
@@ -21,12 +26,17 @@ import structlog
 from ..security.authz import AuthorizationTable
 from ..security.keys import SigningKeyError, ensure_signing_key, load_signing_key
 from ..security.wire import CommandVerifier
-
 from .address import remove_address_file, write_address_file
 from .authz import AuthorizationPolicy, KnobSource, is_loopback_host
 from .broker import DEFAULT_PORT, EmbeddedBroker
 from .client import StartdConnection
-from .dispatch import DEFAULT_MAX_COMMAND_BYTES, CommandDispatcher, CommandSecurity, Handler
+from .dispatch import (
+    DEFAULT_MAX_COMMAND_BYTES,
+    CommandDispatcher,
+    CommandSecurity,
+    Handler,
+)
+from .queue import DEFAULT_COMMAND_QUEUE_LENGTH
 from .settings import MqttSettings
 
 log = structlog.get_logger("startd.transport")
@@ -65,6 +75,19 @@ def _max_command_bytes(knobs: KnobSource) -> int:
         raise ValueError(f"STARTD_MAX_COMMAND_BYTES: expected a number of bytes, got {text!r}") from None
     if value < 1024:
         raise ValueError(f"STARTD_MAX_COMMAND_BYTES: {value} is too small (at least 1024)")
+    return value
+
+
+def _command_queue_length(knobs: KnobSource) -> int:
+    text = knobs.get("STARTD_COMMAND_QUEUE_LENGTH")
+    if text is None or not text.strip():
+        return DEFAULT_COMMAND_QUEUE_LENGTH
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError(f"STARTD_COMMAND_QUEUE_LENGTH: expected a number of commands, got {text!r}") from None
+    if value < 1:
+        raise ValueError(f"STARTD_COMMAND_QUEUE_LENGTH: {value} is too small (at least 1)")
     return value
 
 
@@ -113,7 +136,7 @@ class Transport:
 
     @classmethod
     async def open(cls, knobs: KnobSource, *, broker: str | None, machine: str, handler: Handler,
-                   wait_connected: float | None = None) -> "Transport":
+                   wait_connected: float | None = None) -> Transport:
         """Start the embedded broker when ``broker`` is None or ``"embedded"``, connect, write the address
         file. Raises ValueError (bad knob or URL) or OSError (the embedded broker cannot listen); a broker
         that does not answer is not an error: the connection keeps trying."""
@@ -128,10 +151,15 @@ class Transport:
             policy = AuthorizationPolicy.from_knobs(knobs, loopback=is_loopback_host(settings.host))
             security = command_security(knobs, settings, machine)
             dispatcher = CommandDispatcher(handler, policy, security=security)
-            connection = StartdConnection(settings, machine, dispatcher=dispatcher)
+            connection = StartdConnection(settings, machine, dispatcher=dispatcher,
+                                          command_queue_length=_command_queue_length(knobs))
             address_file = _address_file(knobs)
             if address_file:
-                write_address_file(address_file, settings.address)
+                try:
+                    write_address_file(address_file, settings.address)
+                except OSError as e:
+                    # a full or read-only LOG: the daemon still serves; clients name the broker themselves
+                    log.error("address file not written", path=address_file, error=e.strerror or str(e))
             await connection.start()
         except BaseException:
             if embedded is not None:
@@ -152,10 +180,15 @@ class Transport:
         self.dispatcher.policy = policy
         self.dispatcher.security = security
 
-    async def close(self, *, clear_ads: bool = True) -> None:
-        """Say offline, disconnect, remove the address file, stop the embedded broker."""
-        await self.connection.stop(clear_ads=clear_ads)
-        if self.address_file:
-            remove_address_file(self.address_file, self.settings.address)
-        if self.broker is not None:
-            await self.broker.stop()
+    async def close(self, *, clear_ads: bool = True, timeout: float = 3.0) -> None:
+        """Say offline, disconnect, remove the address file, stop the embedded broker. Returns within
+        ``timeout`` + 2 s whatever the broker does; never raises for a broker problem."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout + 2.0
+        try:
+            await self.connection.stop(clear_ads=clear_ads, timeout=timeout)  # within timeout + 1.5 s
+        finally:
+            if self.address_file:
+                remove_address_file(self.address_file, self.settings.address)
+            if self.broker is not None:
+                await self.broker.stop(timeout=max(deadline - loop.time(), 0.25))

@@ -4,6 +4,10 @@ requests and their replies, following events.
 Commands are signed when the session holds credentials (:mod:`startd.security.wire`): each send of a
 request carries a fresh nonce and timestamp, so a retry is never mistaken for a replay, and a claim id
 the daemon seals for us is opened with the key of the send it answers.
+
+A daemon whose command queue is full answers ``busy: true`` with a ``retry_after``: the request is sent
+again after that long (with jitter, so that many clients do not come back at once) until its timeout, and
+then fails saying the startd was busy (:class:`StartdBusy`), not merely that it did not answer.
 """
 
 from __future__ import annotations
@@ -12,20 +16,34 @@ import asyncio
 import contextlib
 import itertools
 import json
+import random
 import uuid
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any, Self
 
 import aiomqtt
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from .connect import QOS, connect
 from ..security.wire import reply_key_for, sign_command, unseal
+from .connect import QOS, connect
 from .settings import MqttSettings, Topics, reply_root
+
+#: the longest a busy daemon's retry_after is followed (a daemon could name any time)
+BUSY_RETRY_CAP = 5.0
+#: how long closing a session may wait for its reader task
+READER_STOP_TIMEOUT = 1.0
+
+# what a request's queue receives: a reply, or the error that ended the session
+_Delivery = dict[str, Any] | BaseException
 
 
 class RequestTimeout(TimeoutError):
     """No reply came in time (no daemon listening, or it is down)."""
+
+
+class StartdBusy(RequestTimeout):
+    """The startd answered ``busy`` (its command queue was full) until the request's timeout."""
 
 
 class BrokerSession:
@@ -50,17 +68,18 @@ class BrokerSession:
         self._stack: contextlib.AsyncExitStack | None = None
         self._reader: asyncio.Task[None] | None = None
         self._routes: list[tuple[str, asyncio.Queue[aiomqtt.Message]]] = []
-        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._pending: dict[str, asyncio.Queue[_Delivery]] = {}
         self._seq = itertools.count(1)
 
-    async def __aenter__(self) -> "BrokerSession":
+    async def __aenter__(self) -> Self:
         stack = contextlib.AsyncExitStack()
         try:
-            self._client, self.protocol = await stack.enter_async_context(
+            client, self.protocol = await stack.enter_async_context(
                 connect(self.settings, identifier=self.client_id, timeout=self.timeout))
+            self._client = client
             self._reader = asyncio.create_task(self._read())
             stack.push_async_callback(self._stop_reader)
-            await self._client.subscribe(self.reply_topic, qos=QOS)
+            await client.subscribe(self.reply_topic, qos=QOS)
         except BaseException:
             await stack.aclose()
             raise
@@ -75,11 +94,12 @@ class BrokerSession:
     async def _stop_reader(self) -> None:
         if self._reader is not None:
             self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._reader
-        for fut in self._pending.values():
-            if not fut.done():
-                fut.cancel()
+            # bounded: closing a session must not hang on a broker that stopped answering
+            await asyncio.wait({self._reader}, timeout=READER_STOP_TIMEOUT)
+            if self._reader.done() and not self._reader.cancelled():
+                self._reader.exception()
+        for q in self._pending.values():
+            q.put_nowait(aiomqtt.MqttError("the session was closed before the reply came"))
 
     @property
     def client(self) -> aiomqtt.Client:
@@ -94,13 +114,12 @@ class BrokerSession:
                 if topic == self.reply_topic:
                     self._on_reply(m.payload)
                     continue
-                for flt, q in self._routes:
+                for flt, route in self._routes:
                     if m.topic.matches(flt):
-                        q.put_nowait(m)
+                        route.put_nowait(m)
         except aiomqtt.MqttError as e:
-            for fut in self._pending.values():
-                if not fut.done():
-                    fut.set_exception(e)
+            for q in self._pending.values():
+                q.put_nowait(e)
 
     def _signed(self, body: dict[str, Any], machine: str) -> bytes:
         if self.token is None:
@@ -117,9 +136,9 @@ class BrokerSession:
             return
         if not isinstance(obj, dict):
             return
-        fut = self._pending.get(str(obj.get("request_id")))
-        if fut is None or fut.done():
-            return
+        q = self._pending.get(str(obj.get("request_id")))
+        if q is None:
+            return  # a late answer to a request already answered (or given up)
         sealed = obj.pop("claim_id_sealed", None)
         if isinstance(sealed, dict):
             key = self._reply_keys.get(str(sealed.get("nonce")))
@@ -129,9 +148,11 @@ class BrokerSession:
                 obj["claim_id"] = unseal(key, sealed)
             except ValueError as e:
                 obj.update(ok=False, error=f"the claim id in the reply cannot be opened: {e}")
-        fut.set_result(obj)
+        # every reply is kept, a busy one included: the requester decides (a real reply may follow a
+        # busy one, to an earlier send of the same request)
+        q.put_nowait(obj)
 
-    async def subscribe(self, *filters: str) -> "asyncio.Queue[aiomqtt.Message]":
+    async def subscribe(self, *filters: str) -> asyncio.Queue[aiomqtt.Message]:
         """A queue receiving every message on ``filters`` from now on (retained ones first)."""
         q: asyncio.Queue[aiomqtt.Message] = asyncio.Queue()
         for f in filters:
@@ -140,7 +161,7 @@ class BrokerSession:
             await self.client.subscribe(f, qos=QOS)
         return q
 
-    async def unsubscribe(self, queue: "asyncio.Queue[aiomqtt.Message]") -> None:
+    async def unsubscribe(self, queue: asyncio.Queue[aiomqtt.Message]) -> None:
         """Stop routing to ``queue``."""
         filters = [f for f, q in self._routes if q is queue]
         self._routes = [(f, q) for f, q in self._routes if q is not queue]
@@ -175,7 +196,7 @@ class BrokerSession:
                     break
                 try:
                     m = await asyncio.wait_for(q.get(), remaining)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     if not seen_marker:
                         raise RequestTimeout("the broker did not echo our marker message") from None
                     break
@@ -208,42 +229,72 @@ class BrokerSession:
     async def request(self, topics: Topics, command: Mapping[str, Any], *, timeout: float | None = None,
                       retry_every: float = 2.0) -> dict[str, Any]:
         """Send a command and return its reply. The same request id is sent again every ``retry_every``
-        seconds until the reply comes (the daemon answers a repeat without executing it twice).
-        Raises :class:`RequestTimeout`."""
+        seconds until the reply comes (the daemon answers a repeat without executing it twice), and after a
+        ``busy`` reply's ``retry_after``. Raises :class:`RequestTimeout` (:class:`StartdBusy` when the
+        daemon answered busy until the timeout)."""
         body = dict(command)
         rid = str(body.setdefault("request_id", f"{self.client_id}-{next(self._seq)}"))
         body["reply_to"] = self.reply_topic
         props = None
         if self.protocol == "5":
-            props = Properties(PacketTypes.PUBLISH)
+            props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
             props.ResponseTopic = self.reply_topic
             props.CorrelationData = rid.encode()
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[rid] = fut
+        replies: asyncio.Queue[_Delivery] = asyncio.Queue()
+        self._pending[rid] = replies
         topic = self.command_topic(topics)
         limit = self.timeout if timeout is None else timeout
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limit
+        busy: dict[str, Any] | None = None
+        busy_count = 0
+        next_send = loop.time()
         try:
             while True:
-                # every send is signed afresh (new nonce and time): the daemon refuses a replayed nonce
-                # and answers a repeated request_id from its cache
-                payload = self._signed(body, topics.machine)
-                await self.client.publish(topic, payload, qos=QOS, properties=props)
-                wait = min(retry_every, deadline - loop.time())
-                if wait <= 0:
+                now = loop.time()
+                if now >= next_send:
+                    # every send is signed afresh (new nonce and time): the daemon refuses a replayed nonce
+                    # and answers a repeated request_id from its cache
+                    payload = self._signed(body, topics.machine)
+                    await self.client.publish(topic, payload, qos=QOS, properties=props)
+                    next_send = loop.time() + retry_every
+                wait = min(next_send, deadline) - loop.time()
+                if wait <= 0 and loop.time() >= deadline:
                     break
                 try:
-                    return await asyncio.wait_for(asyncio.shield(fut), wait)
-                except asyncio.TimeoutError:
+                    got = await asyncio.wait_for(replies.get(), max(wait, 0.0))
+                except TimeoutError:
                     if loop.time() >= deadline:
                         break
+                    continue
+                if isinstance(got, BaseException):
+                    raise got
+                if got.get("busy") is True:
+                    # not executed: come back when it says (capped, with jitter), same request id
+                    busy, busy_count = got, busy_count + 1
+                    next_send = loop.time() + _retry_delay(got.get("retry_after"), retry_every)
+                    continue
+                return got
         finally:
             self._pending.pop(rid, None)
             if not self._pending:
                 self._reply_keys.clear()
+        if busy is not None:
+            raise StartdBusy(f"startd {topics.machine} was busy for {limit:g} s and did not take "
+                             f"'{body.get('command')}' (answered busy {busy_count} times; last: {busy.get('error')})")
         raise RequestTimeout(f"no reply from startd {topics.machine} within {limit:g} s "
                              f"to '{body.get('command')}' (is it running and connected to {self.settings.address}?)")
+
+
+def _retry_delay(retry_after: Any, default: float) -> float:
+    """How long to wait before sending again after a busy reply: its retry_after, capped, with jitter."""
+    try:
+        delay = float(retry_after)
+    except (TypeError, ValueError):
+        delay = default
+    if not 0 < delay < float("inf"):
+        delay = default
+    return min(delay, BUSY_RETRY_CAP) * random.uniform(0.8, 1.2)
 
 
 def iter_json(payloads: Iterable[bytes]) -> Iterable[Any]:

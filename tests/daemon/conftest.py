@@ -10,14 +10,11 @@ from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable
 
 import pytest
-
-from brokerkit import embedded, require_mosquitto
 from daemonkit import DaemonProcess, write_config
+
 from startd import config
 from startd.daemon import Daemon
 from startd.starter.state import reap_leftovers
-
-
 
 
 @pytest.fixture
@@ -53,13 +50,3 @@ async def daemon_process(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitabl
     for p in started:
         await p.kill()
         reap_leftovers(p.spool, timeout=5)
-
-
-@pytest.fixture(params=["embedded", "mosquitto"])
-async def any_broker(request: pytest.FixtureRequest) -> AsyncIterator[str]:
-    """Each test that takes it runs twice: against an embedded broker and against Mosquitto on 1883."""
-    if request.param == "mosquitto":
-        yield await require_mosquitto()
-        return
-    async with embedded() as url:
-        yield url

@@ -3,7 +3,6 @@ look at a job's processes (EXECUTE and a shared work directory are in tests/conf
 
 from __future__ import annotations
 
-
 import pytest
 
 from startd.starter import Starter

@@ -7,6 +7,7 @@ import json
 import os
 import pwd
 import signal
+from pathlib import Path
 
 import psutil
 import pytest
@@ -153,13 +154,13 @@ async def test_args_v1(starter, execute, work):
 @pytest.mark.parametrize(
     "job, reason",
     [
-        ('Arguments = "x"', "no Cmd"),
+        ('Arguments = "x"', "Cmd is missing"),
         ('Cmd = "/nonexistent/prog"', "does not exist"),
         ('Cmd = "{work}/plain.txt"', "not an executable file"),
         ('Cmd = "{work}/garbage"', "cannot execute .*garbage: Exec format error"),
         ('Cmd = "/bin/true"; Iwd = "/nonexistent/dir"', "Iwd '/nonexistent/dir' is not a directory"),
-        ('Cmd = "/bin/true"; Arguments = "\'oops"', "arguments cannot be parsed"),
-        ('Cmd = "/bin/true"; Environment = "NOEQUALS"', "environment cannot be parsed"),
+        ('Cmd = "/bin/true"; Arguments = "\'oops"', "Arguments cannot be parsed"),
+        ('Cmd = "/bin/true"; Environment = "NOEQUALS"', "Environment cannot be parsed"),
         ('Cmd = "/bin/true"; KillSig = "SIGBOGUS"', "unknown signal"),
         ('Cmd = "/bin/true"; In = "/nonexistent/in"', "In file '/nonexistent/in'"),
         ('Cmd = "no-such-program-anywhere"', "was not found"),
@@ -344,7 +345,7 @@ async def test_job_is_placed_in_its_own_cgroup_when_the_hierarchy_is_writable(st
             assert h.family.cgroup.path.parent == own / "startd_jobs"
             assert h.pid in h.family.cgroup.pids()
             rel = str(h.family.cgroup.path.relative_to(own))
-            assert open(f"/proc/{h.pid}/cgroup").read().rstrip().endswith("/" + rel)
+            assert Path(f"/proc/{h.pid}/cgroup").read_text().rstrip().endswith("/" + rel)
         else:
             assert h.family.cgroup is None  # tracked by session and marker instead
     finally:

@@ -88,7 +88,7 @@ async def test_reap_kills_the_family_a_killed_daemon_left_behind(tmp_path, execu
 async def test_jobs_of_a_daemon_still_running_are_left_alone(tmp_path):
     # A record written by a daemon that is alive (here: this test's parent process) is not a
     # leftover, even though it lists a running process.
-    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)  # noqa: ASYNC220 - a bystander
     try:
         parent = psutil.Process(os.getppid())
         reg = JobRegistry(tmp_path)
@@ -109,7 +109,7 @@ async def test_jobs_of_a_daemon_still_running_are_left_alone(tmp_path):
 
 async def test_a_reused_pid_is_not_mistaken_for_a_leftover(tmp_path):
     # The record's root pid now belongs to another process (different start time, no marker).
-    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)  # noqa: ASYNC220 - a bystander
     try:
         reg = JobRegistry(tmp_path)
         reg.add(

@@ -335,3 +335,11 @@ async def test_idempotency_cache_forgets_old_entries() -> None:
 def test_classad_values_in_reply_data_are_json() -> None:
     r = make_reply("r", True, ad=ClassAd({"A": 1}), n=float("inf"))
     assert json.loads(r.to_payload())["ad"] == {"A": 1}
+
+
+def test_a_refused_request_claim_carries_no_claim_id() -> None:
+    # no claim was made: a claim id in the refusal would only mislead the client into using it
+    c = parse_command(cmd(command="request_claim", request_id="r", slot="slot1"))
+    r = ev.Reply(t=0.0, request=c, command="request_claim", accepted=False, claim_id="never-made",
+                 error="the job requests 1 KB of disk; slot1 has 0 KB left")
+    assert "claim_id" not in json.loads(reply_from_engine(r).to_payload())

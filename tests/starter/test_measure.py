@@ -1,0 +1,131 @@
+"""A running job's usage as HTCondor's starter publishes it: ``VanillaProc::PublishUpdateAd`` (CPU, peak
+image and resident sizes, PSS, NumPids) and ``JICShadow::publishUpdateAd`` (DiskUsage of the sandbox,
+``(bytes+1023)/1024``), plus CpusUsage over the interval since the previous measurement."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+from jobkit import AS_SLOT, JOB_PYTHON, script, wait_for
+
+from startd.starter import JobCgroup
+from startd.starter.os_proc import directory_size
+
+
+def py_job(code: str, *extra: str) -> dict[str, str]:
+    return {"Cmd": JOB_PYTHON, "Arguments": "-c '" + code + "' " + " ".join(extra)}
+
+
+async def measure(h) -> dict:
+    """What the daemon does each polling interval: measure() in an executor."""
+    return await asyncio.get_running_loop().run_in_executor(None, h.measure)
+
+
+async def test_resident_set_size_rises_with_the_jobs_memory(starter, execute, work):
+    flag = work / "allocated"
+    code = "import sys, time; b = b\"x\" * (200 << 20); open(sys.argv[1], \"w\").close(); time.sleep(60)"
+    h = await starter.start("c1", py_job(code, str(flag)), execute, AS_SLOT)
+    try:
+        before = await measure(h)
+        assert await wait_for(flag.exists, timeout=20)
+        after = await measure(h)
+        assert after["ResidentSetSize"] >= 150_000 > before["ResidentSetSize"]
+        assert after["ImageSize"] >= after["ResidentSetSize"]
+        assert after["ProportionalSetSizeKb"] >= 150_000  # readable by the daemon (root)
+        assert after["NumPids"] == 1
+        assert "MemoryUsage" not in after  # the engine evaluates MEMORY_USAGE_METRIC itself
+    finally:
+        h.hard_kill()
+        r = await h.wait()
+    assert r.usage["ResidentSetSize"] >= 150_000  # the peak is kept for the final update
+
+
+async def test_disk_usage_is_the_size_of_the_sandbox_files(starter, execute, work):
+    outside = work / "outside"
+    outside.write_bytes(b"y" * (3 << 20))
+    flag = work / "written"
+    body = (f'head -c 5242880 /dev/zero > big\nmkdir sub\nprintf 1 > sub/one\nln -s {outside} link\n'
+            f'touch {flag}\nexec sleep 60\n')
+    cmd = script(work, "disk.sh", body)
+    h = await starter.start("c1", {"Cmd": str(cmd)}, execute, AS_SLOT)
+    try:
+        assert await wait_for(flag.exists, timeout=10)
+        u = await measure(h)
+        # 5 MiB + 1 byte, rounded up to KB; the symbolic link's target is not counted
+        assert u["DiskUsage"] == (5 * 1024 * 1024 + 1 + 1023) // 1024 == 5121
+    finally:
+        h.hard_kill()
+        r = await h.wait()
+    assert r.usage["DiskUsage"] == 5121  # measured once more before the sandbox went
+
+
+def test_directory_size_skips_links_and_stops_after_its_entry_budget(tmp_path):
+    # Directory::GetDirectorySize: file sizes, symlinks skipped (never followed)
+    (tmp_path / "a").write_bytes(b"a" * 100)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "b").write_bytes(b"b" * 50)
+    (tmp_path / "loop").symlink_to(tmp_path)
+    assert directory_size(tmp_path) == 150
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(30):
+        (many / str(i)).write_bytes(b"z" * 10)
+    assert directory_size(many, max_entries=10) == 100
+    assert directory_size(tmp_path / "missing") == 0
+
+
+async def test_cpus_usage_is_cores_used_since_the_previous_measurement(starter, execute):
+    h = await starter.start("c1", py_job("while True: pass"), execute, AS_SLOT)
+    try:
+        await asyncio.sleep(0.2)
+        await measure(h)
+        await asyncio.sleep(1.0)
+        u = await measure(h)
+        # a busy loop: about one core (loose bounds: the machine may be busy)
+        assert 0.4 < u["CpusUsage"] < 1.3
+        assert u["PercentCpu"] == pytest.approx(u["CpusUsage"] * 100, abs=0.01)
+        assert u["RemoteUserCpu"] + u["RemoteSysCpu"] >= 0.5
+        await h.suspend_async()
+        await measure(h)
+        await asyncio.sleep(0.5)
+        assert (await measure(h))["CpusUsage"] < 0.1  # a stopped job uses no CPU
+    finally:
+        h.hard_kill()
+        await h.wait()
+
+
+def test_cgroup_memory_is_anon_and_shmem_and_the_peak_without_cache(tmp_path):
+    # ProcFamilyDirectCgroupV2::get_usage: anon + shmem of memory.stat; memory.peak less
+    # file + inactive_anon (CGROUP_IGNORE_CACHE_MEMORY)
+    cg = tmp_path / "job"
+    cg.mkdir()
+    (cg / "memory.stat").write_text("anon 104857600\nfile 20971520\nshmem 1048576\ninactive_anon 1048576\n")
+    (cg / "memory.peak").write_text("314572800\n")
+    assert JobCgroup(cg).memory_kb() == ((100 + 1) * 1024, (300 - 20 - 1) * 1024)
+    (cg / "memory.peak").unlink()
+    assert JobCgroup(cg).memory_kb() == (101 * 1024, 101 * 1024)  # no memory.peak: the current figure
+    (cg / "memory.stat").unlink()
+    assert JobCgroup(cg).memory_kb() is None  # no memory controller
+
+
+async def test_the_cgroup_memory_peak_counts_when_larger(make_starter, execute, tmp_path):
+    # The job runs without a cgroup; a directory standing for its cgroup (cgroup.procs lists it,
+    # memory.peak says 400 MB) shows that measure() takes the larger figure.
+    st = make_starter(use_cgroups=False)
+    h = await st.start("c1", {"Cmd": "/bin/sleep", "Arguments": "60"}, execute, AS_SLOT)
+    fake = tmp_path / "fakecg"
+    fake.mkdir()
+    (fake / "cgroup.procs").write_text(f"{h.pid}\n")
+    (fake / "memory.stat").write_text("anon 1048576\nfile 0\nshmem 0\ninactive_anon 0\n")
+    (fake / "memory.peak").write_text(str(400 << 20))
+    h.family.cgroup = JobCgroup(fake)
+    try:
+        u = await measure(h)
+        assert u["ResidentSetSize"] == 400 * 1024 and u["NumPids"] == 1
+    finally:
+        h.family.cgroup = None
+        h.hard_kill()
+        await h.wait()
+    assert os.path.isdir(fake)  # not the job's to remove: it was put back before the end
