@@ -59,10 +59,12 @@ class IdempotencyCache:
     """Replies by ``(user, request_id)``, bounded in size and age.
 
     The key includes the user so that one client cannot collect another's reply (which may carry a claim
-    id, a capability) by reusing its request id.
+    id, a capability) by reusing its request id. Two minutes cover every retry a client makes (a request
+    is sent again every few seconds until its timeout); a longer memory would only hold replies, with
+    their slot ads, that no retry will ever ask for again.
     """
 
-    def __init__(self, max_entries: int = 4096, max_age: float = 3600.0,
+    def __init__(self, max_entries: int = 2048, max_age: float = 120.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.max_entries = max_entries
         self.max_age = max_age
