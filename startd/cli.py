@@ -21,13 +21,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config-val": ("startd.config.cli", "print configuration values, as condor_config_val does"),
     "simulate": ("startd.simulate", "run a scenario on a virtual clock"),
     "analyze": ("startd.analyze", "explain which clauses of START, Requirements and RANK hold for a job"),
-    "status": ("startd.transport.status", "show slot ads, as condor_status does"),
-    "submit": ("startd.transport.submit", "claim a matching slot and run a job on it (a minimal schedd)"),
-    "vacate": ("startd.transport.admin", "evict the jobs of slots, as condor_vacate does"),
-    "drain": ("startd.transport.admin", "drain the machine, as condor_drain does"),
-    "cancel-drain": ("startd.transport.admin", "stop draining"),
-    "reconfig": ("startd.transport.admin", "make the daemon read its configuration again"),
-    "off": ("startd.transport.admin", "shut the daemon down, as condor_off does"),
+    "status": ("startd.tools.status", "show slot ads, as condor_status does"),
+    "submit": ("startd.tools.submit", "claim a matching slot and run a job on it (a minimal schedd)"),
+    "vacate": ("startd.tools.admin", "evict the jobs of slots, as condor_vacate does"),
+    "drain": ("startd.tools.admin", "drain the machine, as condor_drain does"),
+    "cancel-drain": ("startd.tools.admin", "stop draining"),
+    "reconfig": ("startd.tools.admin", "make the daemon read its configuration again"),
+    "off": ("startd.tools.admin", "shut the daemon down, as condor_off does"),
     "token": ("startd.tools.token", "create and list IDTOKENS, as condor_token_create and condor_token_list do"),
 }
 
@@ -38,6 +38,13 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def version_line() -> str:
+    """What ``-version`` prints: HTCondor's ``$CondorVersion`` line, naming this project and its version."""
+    from . import CONDOR_VERSION, __version__
+
+    return f"{CONDOR_VERSION}\n$StartdVersion: startd {__version__}, a condor_startd emulator following HTCondor $"
 
 
 def _load(name: str) -> tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]:
@@ -61,10 +68,36 @@ def build_parser(selected: str | None = None) -> tuple[argparse.ArgumentParser, 
     return parser, runner
 
 
+def _htcondor_options(argv: list[str], selected: str | None) -> list[str]:
+    """The command's HTCondor spellings (``-compact``, ``-af``, unique prefixes) in argparse's form: the
+    command's module lists them as ``HTCONDOR_OPTIONS`` (see :mod:`startd.tools.options`)."""
+    if selected not in COMMANDS:
+        return argv
+    opts = getattr(importlib.import_module(COMMANDS[selected][0]), "HTCONDOR_OPTIONS", None)
+    if not opts:
+        return argv
+    from .tools.options import normalize
+
+    at = argv.index(selected)
+    return argv[:at + 1] + normalize(argv[at + 1:], opts)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    head = argv[:argv.index("--")] if "--" in argv else argv
+    if "-version" in head or "--version" in head:
+        # every HTCondor tool answers -version (and so does every startd command)
+        try:
+            print(version_line())
+        except BrokenPipeError:
+            pass
+        return 0
     selected = next((a for a in argv if not a.startswith("-")), None)
     parser, runner = build_parser(selected if selected in COMMANDS else None)
+    try:
+        argv = _htcondor_options(argv, selected)
+    except ValueError as e:
+        parser.exit(2, f"startd {selected}: error: {e}\n")
     args = parser.parse_args(argv)
     if not args.command or runner is None:
         parser.print_help(sys.stderr)

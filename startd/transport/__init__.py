@@ -1,5 +1,5 @@
 """MQTT transport of the startd: command messages, authorization, the broker connection, the embedded
-broker, the address file, and the client commands (status, submit, vacate, drain, ...).
+broker and the address file: the wire. The client commands that use it live in :mod:`startd.tools`.
 
 The pieces, bottom up:
 
@@ -10,5 +10,5 @@ The pieces, bottom up:
 - :mod:`.client`: the daemon's connection (reconnecting, retained ads) and a client's session
 - :mod:`.broker`: the embedded amqtt broker
 - :mod:`.address`: the address file and the client rule for finding the broker
-- :mod:`.cli`: the client commands
+- :mod:`.queue`: the bounded command queue and the publication backlog
 """

@@ -20,7 +20,7 @@ from daemonkit import DaemonProcess, alive, kill_pids, request, settings, wait_f
 from startd.starter.state import reap_leftovers
 from startd.transport.client import BrokerSession
 from startd.transport.settings import Topics
-from startd.transport.submit import _quote_arg
+from startd.tools.submit import _quote_arg
 
 #: The environment variable every job of these tests carries; its value tells the test's jobs apart.
 MARK = "FAULTKIT_A_TOKEN"

@@ -23,10 +23,10 @@ import aiomqtt
 from ..classad import ClassAd, ClassAdSyntaxError, from_json, parse_ad
 from ..classad.jsonform import ad_to_obj
 from ..engine.claim import public_claim_id
-from .address import ClientTarget
-from .cli import Refused, UsageError, _common, _run, _split_name
-from .client import BrokerSession, RequestTimeout
-from .settings import Topics
+from ..transport.address import ClientTarget
+from .common import Refused, UsageError, _common, _run, _split_name
+from ..transport.client import BrokerSession, RequestTimeout
+from ..transport.settings import Topics
 from .status import _natural, _str
 
 

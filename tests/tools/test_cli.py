@@ -16,7 +16,7 @@ import pytest
 
 from startd.classad import parse_ad
 from startd.cli import COMMANDS
-from startd.transport import submit
+from startd.tools import submit
 from startd.transport.address import read_address_file, remove_address_file, resolve_client_target, \
     write_address_file
 from startd.transport.authz import AuthorizationPolicy

@@ -23,9 +23,9 @@ from typing import Any, Awaitable, Callable
 import aiomqtt
 
 from ..config import ConfigError
-from .address import ClientTarget, resolve_client_target
-from .client import BrokerSession, RequestTimeout
-from .settings import BrokerUrlError, Topics
+from ..transport.address import ClientTarget, resolve_client_target
+from ..transport.client import BrokerSession, RequestTimeout
+from ..transport.settings import BrokerUrlError, Topics
 
 
 class UsageError(Exception):

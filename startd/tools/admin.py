@@ -10,8 +10,8 @@ import sys
 from typing import Any
 
 from ..classad import ClassAdSyntaxError, parse_expr
-from .address import ClientTarget
-from .cli import _command, _common, _run, _split_name
+from ..transport.address import ClientTarget
+from .common import _command, _common, _run, _split_name
 
 
 # --- the administrative commands ------------------------------------------------------------------

@@ -12,10 +12,10 @@ from typing import Any
 
 from ..classad import ClassAd, ClassAdSyntaxError, from_json, parse_expr
 from ..classad.jsonform import ad_to_obj, dumps
-from .address import ClientTarget
-from .cli import _common, _run
-from .client import BrokerSession
-from .settings import Topics
+from ..transport.address import ClientTarget
+from .common import _common, _run
+from ..transport.client import BrokerSession
+from ..transport.settings import Topics
 
 
 # --- status --------------------------------------------------------------------------------------
