@@ -3,14 +3,19 @@
 Each subcommand lives beside the code it drives and registers itself here through two functions:
 ``add_arguments(parser)`` and ``run(args) -> int`` (the exit code). Exit codes follow HTCondor's tools:
 0 success, 1 the command ran and said no, 2 bad usage or bad input.
+
+Two things every command gets here, before it is dispatched: ``-debug[:FLAGS]`` (HTCondor's tools' option:
+debugging output on stderr, its level from FLAGS, else ``TOOL_DEBUG``, else ``DEFAULT_DEBUG``), and
+``startd completion bash|zsh``, the shell completion script of every command (made by shtab).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 # subcommand name -> (module, help text). The module defines ``add_arguments(parser)`` and ``run(args)``
 # for that command; a module serving several commands names them ``add_<cmd>_arguments`` / ``run_<cmd>``
@@ -18,16 +23,19 @@ from typing import Callable, Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("startd.daemon", "the daemon"),
     "eval": ("startd.classad.cli", "evaluate a ClassAd expression and print its value"),
-    "config-val": ("startd.config.cli", "print configuration values, as condor_config_val does"),
+    "config-val": ("startd.tools.config_val", "print configuration values, as condor_config_val does"),
     "simulate": ("startd.simulate", "run a scenario on a virtual clock"),
     "analyze": ("startd.analyze", "explain which clauses of START, Requirements and RANK hold for a job"),
     "status": ("startd.tools.status", "show slot ads, as condor_status does"),
     "submit": ("startd.tools.submit", "claim a matching slot and run a job on it (a minimal schedd)"),
+    "who": ("startd.tools.who", "show the jobs running on the startd, as condor_who does"),
     "vacate": ("startd.tools.admin", "evict the jobs of slots, as condor_vacate does"),
-    "drain": ("startd.tools.admin", "drain the machine, as condor_drain does"),
-    "cancel-drain": ("startd.tools.admin", "stop draining"),
-    "reconfig": ("startd.tools.admin", "make the daemon read its configuration again"),
-    "off": ("startd.tools.admin", "shut the daemon down, as condor_off does"),
+    "drain": ("startd.tools.drain", "drain the machine, as condor_drain does"),
+    "cancel-drain": ("startd.tools.drain", "stop draining, as condor_drain -cancel does"),
+    "reconfig": ("startd.tools.admin", "make the daemon read its configuration again, as condor_reconfig does"),
+    "off": ("startd.tools.onoff", "shut the daemon down, as condor_off does"),
+    "restart": ("startd.tools.onoff", "shut the daemon down and start it afresh, as condor_restart does"),
+    "on": ("startd.tools.onoff", "start the daemon unless it is running, as condor_on does"),
     "token": ("startd.tools.token", "create and list IDTOKENS, as condor_token_create and condor_token_list do"),
 }
 
@@ -55,8 +63,13 @@ def _load(name: str) -> tuple[Callable[[argparse.ArgumentParser], None], Callabl
     return add, run
 
 
-def build_parser(selected: str | None = None) -> tuple[argparse.ArgumentParser, Callable[[argparse.Namespace], int] | None]:
-    """The argument parser. Only the selected command's module is imported (start-up stays fast)."""
+COMPLETION = "completion"
+_COMPLETION_HELP = "print the shell completion script of every startd command (bash, zsh, tcsh, ...)"
+
+
+def build_parser(selected: str | None = None, *, every: bool = False) -> tuple[argparse.ArgumentParser, Callable[[argparse.Namespace], int] | None]:
+    """The argument parser. Only the selected command's module is imported (start-up stays fast), unless
+    ``every`` (for the completion script, which describes every command's options)."""
     parser = _Parser(prog="startd", description="An HTCondor execution-point daemon (condor_startd emulator).")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     runner = None
@@ -65,7 +78,124 @@ def build_parser(selected: str | None = None) -> tuple[argparse.ArgumentParser, 
         if name == selected:
             add, runner = _load(name)
             add(p)
+        elif every:
+            try:
+                add, _ = _load(name)
+                add(p)
+            except Exception:  # noqa: BLE001 - a command whose options cannot be read still completes by name
+                pass
+    p = sub.add_parser(COMPLETION, help=_COMPLETION_HELP, description=_COMPLETION_HELP)
+    p.add_argument("shell", metavar="SHELL", help="bash or zsh (or another shell shtab knows: tcsh, fish)")
+    if selected == COMPLETION:
+        runner = _run_completion
     return parser, runner
+
+
+def _run_completion(args: argparse.Namespace) -> int:
+    """``startd completion SHELL``: the completion script on stdout (``source <(startd completion bash)``)."""
+    try:
+        import shtab
+    except ImportError:
+        print("startd completion: the shtab package is not installed (pip install shtab)", file=sys.stderr)
+        return 1
+    shells = list(shtab.SUPPORTED_SHELLS)
+    if args.shell not in shells:
+        print(f"startd completion: error: unknown shell {args.shell!r} (choose from {', '.join(shells)})",
+              file=sys.stderr)
+        return 2
+    parser, _ = build_parser(every=True)
+    print(shtab.complete(parser, shell=args.shell), end="")
+    return 0
+
+
+# --- -debug (HTCondor's tools: dprintf_set_tool_debug) -----------------------------------------------
+
+_DEBUG_OPTION = re.compile(r"--?debug(?:[:=](.*))?", re.DOTALL)
+#: dprintf's categories that every output has anyway: naming only these asks for no more than INFO
+_BASE_CATEGORIES = frozenset({"D_ALWAYS", "D_ERROR", "D_STATUS"})
+
+
+def _take_debug(argv: list[str]) -> tuple[list[str], str | None]:
+    """``argv`` without ``-debug[:FLAGS]`` (before ``--`` only), and FLAGS ("" for a bare -debug; None
+    when there was no -debug)."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    flags: str | None = None
+    kept: list[str] = []
+    for i, a in enumerate(argv):
+        m = _DEBUG_OPTION.fullmatch(a) if i < end else None
+        if m is None:
+            kept.append(a)
+        else:
+            flags = m.group(1) or ""
+    return kept, flags
+
+
+def debug_level(flags: str) -> str:
+    """The logging level HTCondor debug flags ask for: INFO when they name only D_ALWAYS, D_ERROR or
+    D_STATUS (what a tool's -debug always prints), DEBUG for anything more (D_FULLDEBUG, D_ALL,
+    D_COMMAND, a ``:2`` verbosity, ...) and for no flags at all."""
+    words = [w for w in re.split(r"[\s,|]+", flags.strip()) if w]
+    if not words:
+        return "DEBUG"
+    if all(w.upper() in _BASE_CATEGORIES for w in words):
+        return "INFO"
+    return "DEBUG"
+
+
+def _tool_debug_flags(args: argparse.Namespace) -> str:
+    """TOOL_DEBUG, else DEFAULT_DEBUG, with ALL_DEBUG, from the configuration the command reads; ""
+    when none is set or the configuration cannot be read (the command reports that itself)."""
+    try:
+        from .transport.address import load_client_config
+
+        conf = load_client_config(getattr(args, "config", None))
+        flags = [conf.get("ALL_DEBUG") or "", conf.get("TOOL_DEBUG") or conf.get("DEFAULT_DEBUG") or ""]
+    except Exception:  # noqa: BLE001 - debugging output must never stop the command
+        return ""
+    return " ".join(f for f in flags if f.strip())
+
+
+def _debug_to_stderr(level: str) -> Callable[[], None]:
+    """Send every log record (structlog's and the standard library's, MQTT's included) at ``level`` and
+    above to stderr, as readable lines. Returns what undoes it."""
+    import logging
+
+    import structlog
+
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="%m/%d/%y %H:%M:%S", utc=False),
+    ]
+    before = structlog.get_config()
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=False,
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.dev.ConsoleRenderer(colors=False)],
+        foreign_pre_chain=shared))
+    root = logging.getLogger()
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(getattr(logging, level))
+    # aiomqtt keeps its packet log ("mqtt") at WARNING; the packets are what a -debug run is for
+    mqtt = logging.getLogger("mqtt")
+    old_mqtt = mqtt.level
+    mqtt.setLevel(getattr(logging, level))
+
+    def undo() -> None:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+        mqtt.setLevel(old_mqtt)
+        structlog.configure(**before)
+
+    return undo
 
 
 def _htcondor_options(argv: list[str], selected: str | None) -> list[str]:
@@ -84,6 +214,8 @@ def _htcondor_options(argv: list[str], selected: str | None) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    original = list(argv)  # what `startd run` executes again on restart
+    argv, debug = _take_debug(argv)
     head = argv[:argv.index("--")] if "--" in argv else argv
     if "-version" in head or "--version" in head:
         # every HTCondor tool answers -version (and so does every startd command)
@@ -93,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             pass
         return 0
     selected = next((a for a in argv if not a.startswith("-")), None)
-    parser, runner = build_parser(selected if selected in COMMANDS else None)
+    parser, runner = build_parser(selected if selected in COMMANDS or selected == COMPLETION else None)
     try:
         argv = _htcondor_options(argv, selected)
     except ValueError as e:
@@ -102,12 +234,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.command or runner is None:
         parser.print_help(sys.stderr)
         return 2
+    args.startd_argv = original
+    args.tool_debug = debug
+    undo: Callable[[], None] | None = None
+    if debug is not None and args.command != "run":  # the daemon sets up its own logging (at DEBUG then)
+        undo = _debug_to_stderr(debug_level(debug or _tool_debug_flags(args)))
+        import structlog
+
+        structlog.get_logger("startd.cli").debug("command", command=args.command, argv=original)
     try:
-        return runner(args)
+        code = runner(args)
+        if undo is not None:
+            structlog.get_logger("startd.cli").debug("command done", command=args.command, exit_code=code)
+        return code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return 0
+    finally:
+        if undo is not None:
+            undo()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,12 @@ SIGTERM (and a first Ctrl-C) is a graceful shutdown: jobs get their soft kill an
 then the hard kill; SIGQUIT (or a second SIGTERM / Ctrl-C) is a fast one: jobs are killed at once.
 Nothing the daemon started outlives it, and a daemon restarted after SIGKILL kills what its previous
 life left behind (the starter's record in SPOOL).
+
+One daemon per directory set: ``startd run`` holds :class:`~startd.daemon_config.InstanceLock` on its LOG,
+SPOOL and EXECUTE for its life and refuses to start (exit 1, one line naming the lock file and the holder's
+pid) when another live daemon holds one. A restart (``restart_requested``, set by ``startd restart`` or a
+drain's ``restart`` on completion) ends with a clean shutdown and then executes the same command line
+again in the same process (the pid stays, as under condor_master the startd's address does).
 """
 
 from __future__ import annotations
@@ -32,10 +38,14 @@ from . import config as _config
 from .config import ConfigError
 from .daemon_config import (
     DaemonDirs,
+    InstanceHeld,
+    InstanceLock,
     Knobs,
     _knob_float,
+    event_log_rotation,
     load_daemon_config,
     machine_name,
+    startd_log_rotation,
 )
 from .daemon_loop import (
     IDLE_SAMPLE_INTERVAL,
@@ -48,8 +58,9 @@ from .daemon_loop import (
 )
 from .engine import Engine
 from .engine import events as ev
-from .logfiles import LineFileHandler
+from .logfiles import LineFile, LineFileHandler, Rotation
 from .metrics import Metrics
+from .transport.address import daemon_address_file
 from .transport.service import Transport
 from .watchdog import ExitWatchdog
 
@@ -101,9 +112,16 @@ async def bounded(aw: Any, seconds: float, what: str) -> Any:
 # --- logging -------------------------------------------------------------------------------------------
 
 
+#: the handler of the daemon's own log (StartLog), so that a reconfiguration can change its rotation
+_LOG_HANDLER: LineFileHandler | None = None
+
+
 def setup_logging(log_file: Path | None, *, level: str = "INFO", stream: TextIO | None = None,
-                  json_stderr: bool | None = None) -> None:
-    """structlog to ``log_file`` (JSON lines) and to stderr (JSON, or readable lines on a terminal)."""
+                  json_stderr: bool | None = None, rotation: Rotation | None = None,
+                  truncate: bool = False) -> None:
+    """structlog to ``log_file`` (JSON lines, rotated as ``rotation`` says, emptied first when
+    ``truncate``) and to stderr (JSON, or readable lines on a terminal)."""
+    global _LOG_HANDLER
     import logging
 
     stream = stream or sys.stderr
@@ -134,8 +152,11 @@ def setup_logging(log_file: Path | None, *, level: str = "INFO", stream: TextIO 
         foreign_pre_chain=shared))
     err._startd = True  # type: ignore[attr-defined]
     root.addHandler(err)
+    _LOG_HANDLER = None
     if log_file is not None:
-        fh = LineFileHandler(log_file)  # logrotate-friendly, and a full disk drops lines instead of failing
+        # rotated as dprintf rotates, logrotate-friendly, and a full disk drops lines instead of failing
+        fh = LineFileHandler(log_file, rotation=rotation, truncate=truncate)
+        _LOG_HANDLER = fh
         fh.setFormatter(structlog.stdlib.ProcessorFormatter(processors=[*tail, json_renderer],
                                                             foreign_pre_chain=shared))
         fh._startd = True  # type: ignore[attr-defined]
@@ -158,6 +179,40 @@ class Daemon(DaemonLoop):
         #: ends the process if a shutdown overruns its bound (see startd.watchdog)
         self.watchdog = ExitWatchdog(self.kill_jobs_now)
         self._escalation: asyncio.TimerHandle | None = None
+        self._apply_event_log_rotation(conf, strict=True)
+
+    # -- log rotation --------------------------------------------------------------------------------
+
+    def _apply_event_log_rotation(self, conf: Any, *, strict: bool) -> None:
+        """EVENT_LOG_MAX_SIZE and EVENT_LOG_MAX_ROTATIONS for the event log; at start-up a bad value is an
+        error (ValueError), on reconfiguration it is logged and the previous rotation stays."""
+        try:
+            rotation = event_log_rotation(conf)
+        except ValueError as e:
+            if strict:
+                raise
+            log.error("event log rotation knobs not usable, keeping the previous ones", error=str(e))
+            return
+        f = getattr(self.event_log, "_f", None)
+        if isinstance(f, LineFile):
+            f.set_rotation(rotation)
+
+    def _apply_log_rotation(self, conf: Any) -> None:
+        """MAX_STARTD_LOG and MAX_NUM_STARTD_LOG again, for StartLog (TRUNC_STARTD_LOG_ON_OPEN applies only
+        when the daemon starts, as in HTCondor)."""
+        self._apply_event_log_rotation(conf, strict=False)
+        if _LOG_HANDLER is None:
+            return
+        try:
+            rotation, _ = startd_log_rotation(conf)
+        except ValueError as e:
+            log.error("log rotation knobs not usable, keeping the previous ones", error=str(e))
+            return
+        _LOG_HANDLER.file.set_rotation(rotation)
+
+    async def _adopt_config(self, new: Any, by: str) -> None:
+        await super()._adopt_config(new, by)
+        self._apply_log_rotation(new)
 
     # -- set-up --------------------------------------------------------------------------------------
 
@@ -233,6 +288,12 @@ class Daemon(DaemonLoop):
         return True
 
     # -- shutdown ------------------------------------------------------------------------------------
+
+    def request_restart(self, how: str = "graceful") -> None:
+        """condor_restart: shut down (``how``, as for ``off``) and, once closed cleanly, start afresh in this
+        same process (see :func:`run`)."""
+        self.restart_requested = True
+        self.request_shutdown(how)
 
     def request_shutdown(self, how: str = "graceful") -> None:
         """Begin a shutdown (from a signal). A fast one after a graceful one makes it fast."""
@@ -380,40 +441,97 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``startd run``: exit 0 after a clean shutdown, 2 for a configuration or usage error."""
+    """``startd run``: exit 0 after a clean shutdown, 1 when another daemon holds this one's directories,
+    2 for a configuration or usage error. After a clean shutdown that asked for a restart it executes the
+    same command line again (and does not return)."""
     prog = "startd run"
     try:
         conf = load_daemon_config(args.config)
         dirs = DaemonDirs.resolve(conf)
+        rotation, truncate = startd_log_rotation(conf)
+        event_log_rotation(conf)  # checked here, before anything starts
     except ConfigError as e:
+        print(f"{prog}: ConfigError: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:
         print(f"{prog}: ConfigError: {e}", file=sys.stderr)
         return 2
     except OSError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
+    # Before anything of the daemon touches its directories (the log, the address file, SPOOL's record of
+    # running jobs, which a second daemon would take for a crash's leftovers and kill): one daemon per set.
+    lock = InstanceLock.for_dirs(dirs, daemon_address_file(Knobs(conf, dirs.overrides())))
+    try:
+        lock_warnings = lock.acquire()
+    except InstanceHeld as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"{prog}: error: cannot take the lock {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    restarting = False
+    try:
+        code, daemon = _serve(args, conf, dirs, rotation, truncate, lock_warnings)
+        if code == 0 and daemon is not None and getattr(daemon, "restart_requested", False):
+            restarting = True
+            return _restart(args, lock)
+        return code
+    finally:
+        if not restarting:
+            lock.release()
+
+
+def _serve(args: argparse.Namespace, conf: Any, dirs: DaemonDirs, rotation: Rotation, truncate: bool,
+           lock_warnings: list[str]) -> tuple[int, Daemon | None]:
+    """Set up the log, build the daemon and run it to its end: (exit code, the daemon if it ran)."""
+    prog = "startd run"
     log_file = conf.get("STARTD_LOG") or str(dirs.log / "StartLog")
     if "LOG" in dirs.fell_back:
         log_file = str(dirs.log / "StartLog")
+    level = "DEBUG" if getattr(args, "tool_debug", None) is not None else (conf.get("STARTD_LOG_LEVEL") or "INFO")
     try:
-        setup_logging(Path(log_file), level=conf.get("STARTD_LOG_LEVEL") or "INFO")
+        setup_logging(Path(log_file), level=level, rotation=rotation, truncate=truncate)
     except OSError as e:
         print(f"{prog}: error: cannot open the log {log_file}: {e.strerror}", file=sys.stderr)
-        return 2
+        return 2, None
+    for warning in lock_warnings:
+        log.warning("instance lock not taken", reason=warning)
     try:
         daemon = Daemon(conf, broker=args.broker, name=args.name, dirs=dirs)
     except (ConfigError, ValueError) as e:
         print(f"{prog}: ConfigError: {e}" if isinstance(e, ConfigError) else f"{prog}: error: {e}", file=sys.stderr)
-        return 2
+        return 2, None
     try:
         code = asyncio.run(daemon.run())
         daemon.watchdog.disarm()
-        return code
+        return code, daemon
     except ConfigError as e:
         print(f"{prog}: ConfigError: {e}", file=sys.stderr)
-        return 2
+        return 2, None
     except (ValueError, OSError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
+        return 2, None
+
+
+def _restart(args: argparse.Namespace, lock: InstanceLock) -> int:
+    """condor_restart's second half: the daemon has closed cleanly (jobs gone, address file removed, the
+    watchdog disarmed); let go of the lock and the log, and execute the same command line in this process.
+    Returns only when that fails (exit 1)."""
+    import logging
+
+    argv = list(getattr(args, "startd_argv", None) or sys.argv[1:])
+    log.info("restarting: starting afresh", pid=os.getpid(), argv=argv)
+    logging.shutdown()  # every handler flushed and closed (the log files are opened again by the new life)
+    lock.release()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    try:
+        os.execv(sys.executable, [sys.executable, "-m", "startd.cli", *argv])
+    except OSError as e:
+        print(f"startd run: error: cannot restart ({sys.executable}): {e.strerror or e}", file=sys.stderr)
+    return 1
 
 
 # --- health check (the container's HEALTHCHECK) ---------------------------------------------------------

@@ -43,6 +43,7 @@ class CommandHandling:
     claim_ids: Any
     transport: Any
     shutting_down: str | None
+    restart_requested: bool
     #: claim id -> whether its job may run as its Owner (see owner_decision); claims the daemon made
     #: itself (fetch-work hooks) are not here and are trusted, their job comes from the administrator
     owner_trust: dict[str, bool]
@@ -110,6 +111,11 @@ class CommandHandling:
         if isinstance(cmd, msg.QueryCommand):
             ads = {s: self.engine.slot_ad(s) for s in self.engine.slot_names()}
             return msg.query_reply(cmd, ads, now=time.time())
+        if isinstance(cmd, msg.ConfigValCommand):
+            # condor_config_val -startd: the live configuration, secrets withheld (READ level)
+            from .tools.config_val import config_val_reply
+
+            return config_val_reply(cmd, self.conf)
         trusted: bool | None = None
         if isinstance(cmd, (msg.RequestClaimCommand, msg.ActivateClaimCommand)):
             try:
@@ -145,7 +151,9 @@ class CommandHandling:
             if self.shutting_down != "fast" and self.shutting_down != inp.how:
                 self._shutdown_begun(inp.how)
             self.shutting_down = inp.how if inp.how == "fast" else (self.shutting_down or inp.how)
-            log.info("shutdown requested", how=inp.how, by=identity.user)
+            # condor_restart is a shutdown followed by a fresh start; a later plain off means off
+            self.restart_requested = isinstance(cmd, msg.OffCommand) and cmd.restart
+            log.info("shutdown requested", how=inp.how, restart=self.restart_requested, by=identity.user)
         outputs = await self.feed(inp)
         reply = next((o for o in outputs if isinstance(o, ev.Reply) and o.request is cmd), None)
         if reply is None:
@@ -192,12 +200,12 @@ class CommandHandling:
         return msg.error_reply(cmd.request_id, f"{cmd.command} undone: {why}", command=cmd.command)
 
     def _load_for_reconfig(self, text: str | None) -> Any:
-        """The configuration read again; ``text`` (runtime configuration, already checked) is added after
-        it, and stays for later reconfigurations until the daemon restarts, as HTCondor keeps runtime
-        settings."""
+        """The configuration read again; ``text`` (runtime configuration, already checked) is added to the
+        runtime configuration already in force and read after the files and the ``_CONDOR_*``
+        environment, as real_config's process_dynamic_configs reads runtime settings last. It stays for
+        later reconfigurations until the daemon restarts, as HTCondor keeps runtime settings."""
         if not text:
             return _config.reload(self.conf)
-        path, base_text = getattr(self.conf, "origin", (None, None))
-        base = f"include : {path}\n" if path else (base_text or "")
-        return _config.load(text=base + "\n" + text + "\n")
+        before = getattr(self.conf, "runtime", "") or ""
+        return _config.reload(self.conf, runtime=before + "\n" + text + "\n")
 

@@ -13,7 +13,8 @@ SlotDeleted           the retained ad is cleared
 Transition, JobEvent  an event on ``{root}/startd/{M}/events``, a line in the event log, a log record
 Reply                 the reply to the MQTT command that caused it
 RunBenchmarks         the cron runner's benchmarks (see :class:`CronRunner`)
-ShutdownComplete      the daemon exits
+ShutdownComplete      the daemon exits (and starts afresh when ``restart_requested``)
+ReconfigRequested     the configuration is read again (condor_drain -reconfig-on-completion)
 ====================  ==================================================================================
 
 What the starter and the clock report comes back as inputs through the same driver: JobStarted and
@@ -202,6 +203,9 @@ class DaemonLoop(CommandHandling):
         self._last_sample = 0.0
         self._next_publish = 0.0
         self.shutting_down: str | None = None
+        #: the daemon is to start afresh once it has shut down (condor_restart, or condor_drain
+        #: -restart-on-completion); startd.daemon re-executes itself after close when it is True
+        self.restart_requested = False
         self.exit_code = 0
         self.leftovers_reaped: list[int] = []
         self.owner_trust: dict[str, bool] = {}
@@ -323,8 +327,15 @@ class DaemonLoop(CommandHandling):
                     follow.append(ev.HookResult(now=time.time(), request=out.request, hook=out.hook,
                                                 slot=out.slot, error="this daemon runs no job hooks"))
             elif isinstance(out, ev.ShutdownComplete):
-                log.info("every slot is idle: shutting down")
+                self.restart_requested = self.restart_requested or out.restart
+                log.info("every slot is idle: shutting down", restart=self.restart_requested,
+                         reason=out.reason or None)
                 self._stop_requested.set()
+            elif isinstance(out, ev.ReconfigRequested):
+                reconfigure = getattr(self, "reconfigure", None)  # startd.daemon.Daemon's (SIGHUP's)
+                log.info("draining completed: reading the configuration again", reason=out.reason)
+                if reconfigure is not None:
+                    self._spawn(reconfigure(), "reconfig")
         if ads_changed:
             conn.set_daemon_ad(self._daemon_ad())
         return follow

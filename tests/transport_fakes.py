@@ -21,7 +21,7 @@ def slot_ad(machine: str, slot: str, *, memory: int = 1024, cpus: int = 1, state
             activity: str = "Idle", start: str = "true") -> ClassAd:
     """A slot ad with what condor_status and matchmaking read."""
     ad = parse_ad(f'''[ Name = "{slot}@{machine}"; Machine = "{machine}"; OpSys = "LINUX"; Arch = "X86_64";
-        State = "{state}"; Activity = "{activity}"; LoadAvg = 0.25; Memory = {memory}; Cpus = {cpus};
+        State = "{state}"; Activity = "{activity}"; LoadAvg = 0.25; CondorLoadAvg = 0.25; Memory = {memory}; Cpus = {cpus};
         Disk = 100000; EnteredCurrentActivity = {int(time.time()) - 75}; MyType = "Machine";
         Start = {start}; Requirements = START && TARGET.RequestMemory <= Memory ]''')
     return ad

@@ -52,13 +52,15 @@ def config_path(env: Mapping[str, str] | None = None) -> str | None:
 def load(path: str | os.PathLike[str] | None = None, *, text: str | None = None, subsystem: str = "STARTD",
          localname: str | None = None, env: Mapping[str, str] | None = None,
          defaults: Mapping[str, str] | None = None, seed: int | None = None,
-         random_cache: dict[str, str] | None = None, validate: bool = True) -> Config:
+         random_cache: dict[str, str] | None = None, validate: bool = True, runtime: str | None = None) -> Config:
     """Read a configuration: the host's detected macros, the defaults, the file (or ``text``) with its
     includes, templates and local files, then the ``_CONDOR_<NAME>`` environment overrides.
 
     ``env`` replaces ``os.environ`` (for ``$ENV()``, ``_CONDOR_*`` and ``CONDOR_CONFIG``); ``defaults``
     replaces the built-in defaults table; ``seed`` fixes ``$RANDOM_*`` choices; ``random_cache`` carries
-    earlier random choices over (they stay fixed for a daemon's life). Raises :class:`ConfigError`.
+    earlier random choices over (they stay fixed for a daemon's life); ``runtime`` is runtime configuration
+    (``condor_config_val -rset``, a ``reconfig`` command's text), read after everything else and kept
+    for later reloads. Raises :class:`ConfigError`.
     """
     from .reader import read
 
@@ -69,22 +71,27 @@ def load(path: str | os.PathLike[str] | None = None, *, text: str | None = None,
             if path is None and (env if env is not None else os.environ).get("CONDOR_CONFIG") != "ONLY_ENV":
                 raise ConfigError("no configuration file: set CONDOR_CONFIG or pass a path")
     conf = read(str(path) if path is not None else None, text, subsystem=subsystem, localname=localname,
-                env=env, defaults=defaults, random_cache=random_cache, rng=rng)
+                env=env, defaults=defaults, random_cache=random_cache, rng=rng, runtime=runtime)
     conf.origin = (None if path is None else str(path), text)
+    conf.runtime = runtime or ""
     if validate:
         conf.settings()
     return conf
 
 
 def reload(previous: Config, *, path: str | os.PathLike[str] | None = None, text: str | None = None,
-           env: Mapping[str, str] | None = None) -> Config:
+           env: Mapping[str, str] | None = None, runtime: str | None = None) -> Config:
     """Read the configuration again (SIGHUP, ``reconfig``) and return the new one.
 
     ``previous`` is never changed: on a :class:`ConfigError` the caller keeps using it. Random choices
-    made for ``previous`` are carried over so ``$RANDOM_INTEGER`` stays fixed for the daemon's life.
+    made for ``previous`` are carried over so ``$RANDOM_INTEGER`` stays fixed for the daemon's life, and
+    so is its runtime configuration (HTCondor keeps runtime settings until the daemon restarts);
+    ``runtime`` given replaces it.
     """
     origin = getattr(previous, "origin", (None, None))
     if path is None and text is None:
         path, text = origin
+    if runtime is None:
+        runtime = getattr(previous, "runtime", "") or None
     return load(path, text=text, subsystem=previous.subsystem, localname=previous.localname, env=env,
-                defaults=previous.defaults, random_cache=dict(previous.random_cache))
+                defaults=previous.defaults, random_cache=dict(previous.random_cache), runtime=runtime)

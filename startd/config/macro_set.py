@@ -55,6 +55,8 @@ class Config:
     random_cache: dict[str, str] = field(default_factory=dict)
     rng: random.Random = field(default_factory=random.Random)
     origin: tuple[str | None, str | None] = (None, None)
+    #: runtime configuration read after the files and the environment (a ``reconfig`` command's text)
+    runtime: str = ""
     _settings: StartdSettings | None = None
 
     # -- lookup -------------------------------------------------------------------------------

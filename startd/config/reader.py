@@ -108,8 +108,11 @@ def _validate(conf: Config) -> None:
 def read(path: str | None = None, text: str | None = None, *, subsystem: str = SUBSYSTEM,
          localname: str | None = None, env: Mapping[str, str] | None = None,
          defaults: Mapping[str, str] | None = None, random_cache: dict[str, str] | None = None,
-         rng: random.Random | None = None, text_name: str = "<string>") -> Config:
-    """Read a configuration from a file or from text; see :func:`startd.config.load`."""
+         rng: random.Random | None = None, text_name: str = "<string>", runtime: str | None = None) -> Config:
+    """Read a configuration from a file or from text; see :func:`startd.config.load`. ``runtime`` (the
+    runtime configuration a ``reconfig`` command carried) is read last, after the ``_CONDOR_*``
+    environment: real_config ends with process_dynamic_configs, so a runtime setting beats both the files
+    and the environment."""
     environ = dict(os.environ if env is None else env)
     conf = Config(subsystem=subsystem, localname=localname,
                   defaults=load_defaults() if defaults is None else {k.upper(): v for k, v in defaults.items()},
@@ -128,5 +131,7 @@ def read(path: str | None = None, text: str | None = None, *, subsystem: str = S
         parser.read_file(path, 0)
     _process_locals(parser, conf)
     _apply_environment(conf, environ)
+    if runtime:
+        parser.parse(runtime, _Frame("<runtime>"), 0)
     _validate(conf)
     return conf

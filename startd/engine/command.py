@@ -446,9 +446,9 @@ class Engine(ResMgr):
         return None
 
     def _on_cancel_drain(self, inp: CancelDrain) -> None:
-        was = self._draining
-        self._reply(inp, "cancel_drain", True, "" if was else "", note="" if was else "no draining in progress")
-        if was:
+        was, refused = self._draining, self._drain_request_mismatch(inp.drain_id)
+        self._reply(inp, "cancel_drain", not refused, refused, note="" if was or refused else "no draining in progress")
+        if was and not refused:
             self._cancel_drain()
 
     def _on_reconfig(self, inp: Reconfig) -> None:

@@ -8,7 +8,10 @@ gone, what happens on completion, and the Expected*Drain* attributes condor_defr
 
 from __future__ import annotations
 
+import re
+
 from ..classad.ast import Node
+from .events import ReconfigRequested
 from .hookmgr import StartdHookMgr
 from .states import Activity, State
 
@@ -61,6 +64,16 @@ class Draining(StartdHookMgr):
             self._changed.add(s.name)
         self._update_all()
 
+    def _drain_request_mismatch(self, drain_id: str) -> str:
+        """ResMgr::cancelDraining: a cancel that names a request id (read as atoi reads it) other than the
+        current or last drain's is refused with this reason; "" when it may go ahead."""
+        if not drain_id:
+            return ""
+        m = re.match(r"\s*[+-]?\d+", drain_id)
+        if (int(m.group()) if m else 0) != self._drain_id:
+            return f"No matching draining request id {drain_id}."
+        return ""
+
     def _update_all(self) -> None:
         """ResMgr::update_all: evaluate every slot now."""
         for s in self._slot_list():
@@ -88,6 +101,8 @@ class Draining(StartdHookMgr):
                     self._changed.add(s.name)
             return
         self._cancel_drain()
+        if how == "reconfig":
+            self._emit(ReconfigRequested(self.now, "draining completed"))
 
     def _compute_draining_attrs(self, now: float) -> None:
         """ResMgr::compute_draining_attrs: what draining the machine now would cost, for condor_defrag.

@@ -143,7 +143,9 @@ class Drain(Command):
 
 @dataclass(frozen=True, slots=True)
 class CancelDrain(Command):
-    pass
+    """condor_drain -cancel; ``drain_id`` (-request-id) must name the current (or last) drain when given."""
+
+    drain_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,6 +373,14 @@ class RunHook(Output):
     request: int = 0
     claim_id: str = ""
     timeout: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReconfigRequested(Output):
+    """Draining completed under -reconfig-on-completion and has ended: the shell reads its configuration
+    again (ResMgr::cancelDraining with reconfig, which calls main_config)."""
+
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)

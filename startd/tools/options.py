@@ -4,11 +4,14 @@ HTCondor's tools read their options with ``is_dash_arg_prefix(arg, "compact", 4)
 prefix of the name at least so many characters long (``-comp``, ``-compact`` and ``--compact`` are the
 same option). argparse reads ``-compact`` as ``-c ompact``, so each tool lists its HTCondor options as
 :class:`Opt` and :func:`normalize` rewrites the command line into argparse's ``--name`` forms before
-parsing. A colon suffix (``-af:jh``) is kept: ``--autoformat:jh`` is split by the tool itself.
+parsing. A colon suffix (``-af:jh``) is kept: ``--autoformat:jh`` is split by the tool itself, or, for an
+option declared ``colon_arg=True``, passed on as an argument of its own (``--autoformat :jh``).
 
 >>> normalize(["-comp", "-af:h", "Name", "-const", "Cpus > 1"], [Opt("compact", 4), Opt("autoformat", 2, ("af",)),
 ...           Opt("constraint", 5)])
 ['--compact', '--autoformat:h', 'Name', '--constraint', 'Cpus > 1']
+>>> normalize(["-af:h", "Name", "-af", "Cpus"], [Opt("autoformat", 5, ("af",), colon_arg=True)])
+['--autoformat', ':h', 'Name', '--autoformat', 'Cpus']
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from dataclasses import dataclass
 class Opt:
     """One HTCondor option: its full ``name``, how many characters must be typed (``min_len``, as the
     tool's ``is_dash_arg_prefix`` call says), other spellings accepted whole (``aliases``, e.g. ``af``
-    for ``autoformat``), and the argparse flag it becomes (default ``--name``)."""
+    for ``autoformat``), the argparse flag it becomes (default ``--name``), and whether a colon suffix
+    (``-af:jh``) follows the flag as an argument of its own, ``:jh`` (``colon_arg``)."""
 
     name: str
     min_len: int = 1
     aliases: tuple[str, ...] = ()
     flag: str = ""
+    colon_arg: bool = False
 
     @property
     def target(self) -> str:
@@ -69,6 +74,9 @@ def normalize(argv: Sequence[str], opts: Sequence[Opt]) -> list[str]:
             raise AmbiguousOption(f"option {arg!r} is ambiguous: it may be {names}")
         if not found:
             out.append(arg)
+            continue
+        if colon and found[0].colon_arg:
+            out += [found[0].target, f":{suffix}"]
             continue
         flag = found[0].target + (f":{suffix}" if colon else "")
         out.append(f"{flag}={value}" if value else flag)

@@ -14,6 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from .. import config as _config
 from .credentials import client_credentials
@@ -38,6 +39,16 @@ def write_address_file(path: str | os.PathLike[str], url: str) -> None:
         except OSError:
             pass
         raise
+
+
+def daemon_address_file(knobs: Any) -> str | None:
+    """Where the daemon that ``knobs`` describe writes its address: ``STARTD_ADDRESS_FILE``, else
+    ``$(LOG)/.startd_address``; None when neither is known."""
+    path = knobs.get("STARTD_ADDRESS_FILE")
+    if path:
+        return str(path)
+    log_dir = knobs.get("LOG")
+    return f"{log_dir}/.startd_address" if log_dir else None
 
 
 def read_address_file(path: str | os.PathLike[str]) -> str | None:
@@ -97,10 +108,7 @@ def resolve_client_target(broker: str | None, config_file: str | None) -> Client
     conf = load_client_config(config_file)
     if broker:
         return ClientTarget(MqttSettings.from_url(broker, conf), "--broker", conf)
-    address_file = conf.get("STARTD_ADDRESS_FILE")
-    if not address_file:
-        log_dir = conf.get("LOG")
-        address_file = f"{log_dir}/.startd_address" if log_dir else None
+    address_file = daemon_address_file(conf)
     if address_file:
         url = read_address_file(address_file)
         if url:

@@ -59,6 +59,7 @@ COMMAND_LEVELS: dict[str, Level] = {
     "cancel_drain": Level.ADMINISTRATOR,
     "reconfig": Level.ADMINISTRATOR,
     "off": Level.ADMINISTRATOR,
+    "config_val": Level.READ,
 }
 
 #: The HTCondor authorization level each command needs (the first layer). The startd registers its
@@ -83,6 +84,7 @@ COMMAND_PERMISSIONS: dict[str, Permission] = {
     "cancel_drain": Permission.ADMINISTRATOR,
     "reconfig": Permission.ADMINISTRATOR,
     "off": Permission.ADMINISTRATOR,
+    "config_val": Permission.READ,  # DC_CONFIG_VAL is registered at READ (daemon_core_main.cpp)
 }
 
 LEVEL_KNOBS: dict[Level, tuple[str, ...]] = {

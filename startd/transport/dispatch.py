@@ -40,7 +40,7 @@ Handler = Callable[[BaseCommand], Union[ReplyMessage, Awaitable[ReplyMessage]]]
 DEFAULT_MAX_COMMAND_BYTES = 1 << 20
 
 #: Commands whose replies are not remembered by request id: read-only, so a repeat is simply answered again.
-UNCACHED_COMMANDS = frozenset({"query"})
+UNCACHED_COMMANDS = frozenset({"query", "config_val"})
 
 #: The identity of the command being handled (set by the dispatcher around the handler's call).
 current_identity: contextvars.ContextVar[Identity] = contextvars.ContextVar("current_identity",

@@ -177,11 +177,16 @@ class VacateCommand(BaseCommand):
 
 
 class DrainCommand(BaseCommand):
+    """condor_drain. ``on_completion`` is what the startd does once drained (-resume-, -exit-, -restart-,
+    -reconfig-on-completion); ``resume_on_completion: true`` is the older spelling of ``resume``. The reply
+    carries ``drain_id``, the request id condor_drain -cancel -request-id names."""
+
     name: ClassVar[str] = "drain"
     command: Literal["drain"]
     how: Literal["graceful", "quick", "fast"] = "graceful"
     resume_on_completion: bool = False
-    reason: str = ""
+    on_completion: Literal["nothing", "resume", "exit", "restart", "reconfig"] | None = None
+    reason: str = "by command"  # command_drain_jobs: what a tool that gives no reason is advertised as
     check: str | None = None
     start: str | None = None
 
@@ -192,8 +197,12 @@ class DrainCommand(BaseCommand):
 
 
 class CancelDrainCommand(BaseCommand):
+    """condor_drain -cancel; ``drain_id`` (-request-id) must name the current or last drain when given. When
+    nothing was draining the reply is ok with ``note: "no draining in progress"``."""
+
     name: ClassVar[str] = "cancel_drain"
     command: Literal["cancel_drain"]
+    drain_id: str | None = None
 
 
 class ReconfigCommand(BaseCommand):
@@ -205,11 +214,38 @@ class ReconfigCommand(BaseCommand):
 
 
 class OffCommand(BaseCommand):
-    """condor_off: ``graceful`` (default), ``peaceful`` or ``fast``."""
+    """condor_off: ``graceful`` (default), ``peaceful`` or ``fast``; ``restart: true`` is condor_restart (the
+    daemon starts afresh once the shutdown is complete)."""
 
     name: ClassVar[str] = "off"
     command: Literal["off"]
     how: Literal["graceful", "peaceful", "fast"] = "graceful"
+    restart: bool = False
+
+
+class ConfigValCommand(BaseCommand):
+    """condor_config_val -startd (DC_CONFIG_VAL): what the daemon's live configuration says of ``names``;
+    ``dump``, a regular expression, asks for every knob whose name matches; ``summary`` for what differs
+    from the defaults, by file. The reply never carries a value that may hold a secret
+    (:func:`startd.tools.config_val.config_val_reply`)."""
+
+    name: ClassVar[str] = "config_val"
+    command: Literal["config_val"]
+    names: list[NonEmptyStr] = Field(default_factory=list, max_length=1000)
+    dump: str | None = Field(default=None, max_length=1000)
+    summary: bool = False
+
+    @field_validator("dump")
+    @classmethod
+    def _valid_pattern(cls, v: str | None) -> str | None:
+        if v is not None:
+            import re
+
+            from ..classad.pcre import compile_pattern
+
+            if compile_pattern(v, re.IGNORECASE) is None:
+                raise ValueError("not a valid regular expression")
+        return v
 
 
 Command = Union[
@@ -222,7 +258,7 @@ COMMANDS: dict[str, type[BaseCommand]] = {
     cls.name: cls
     for cls in (QueryCommand, MatchCommand, RequestClaimCommand, ActivateClaimCommand, SuspendClaimCommand,
                 ContinueClaimCommand, DeactivateClaimCommand, ReleaseClaimCommand, KeepaliveCommand,
-                VacateCommand, DrainCommand, CancelDrainCommand, ReconfigCommand, OffCommand)
+                VacateCommand, DrainCommand, CancelDrainCommand, ReconfigCommand, OffCommand, ConfigValCommand)
 }
 
 CLAIM_COMMANDS = frozenset({"activate_claim", "suspend_claim", "continue_claim", "deactivate_claim",
@@ -444,9 +480,9 @@ def to_engine_input(cmd: BaseCommand, now: float, *, claim_id_factory: Callable[
             return ev.Vacate(now=now, request=cmd, slot=cmd.slot, fast=cmd.fast)
         case DrainCommand():
             return ev.Drain(now=now, request=cmd, how=cmd.how, resume_on_completion=cmd.resume_on_completion,
-                            reason=cmd.reason, check=cmd.check, start=cmd.start)
+                            reason=cmd.reason, check=cmd.check, start=cmd.start, on_completion=cmd.on_completion)
         case CancelDrainCommand():
-            return ev.CancelDrain(now=now, request=cmd)
+            return ev.CancelDrain(now=now, request=cmd, drain_id=cmd.drain_id or "")
         case ReconfigCommand():
             if load_config is None:
                 return ev.Reconfig(now=now, request=cmd, config=cmd.config)
@@ -472,7 +508,8 @@ def reply_from_engine(reply: ev.Reply, cmd: BaseCommand | None = None) -> ReplyM
     if reply.claim_id and name == "request_claim" and reply.accepted:
         data["claim_id"] = reply.claim_id
     for k, v in reply.data.items():
-        data.setdefault(k, jsonable(v))
+        if k not in ("request_id", "ok", "error"):  # the envelope's own fields are never overwritten
+            data.setdefault(k, jsonable(v))
     if reply.accepted:
         return make_reply(rid, True, **data)
     return error_reply(rid, reply.error or f"{name} refused", **data)

@@ -26,7 +26,7 @@ import structlog
 from ..security.authz import AuthorizationTable
 from ..security.keys import SigningKeyError, ensure_signing_key, load_signing_key
 from ..security.wire import CommandVerifier
-from .address import remove_address_file, write_address_file
+from .address import daemon_address_file, remove_address_file, write_address_file
 from .authz import AuthorizationPolicy, KnobSource, is_loopback_host
 from .broker import DEFAULT_PORT, EmbeddedBroker
 from .client import StartdConnection
@@ -58,11 +58,7 @@ def _port(knobs: KnobSource) -> int:
 
 
 def _address_file(knobs: KnobSource) -> str | None:
-    path = knobs.get("STARTD_ADDRESS_FILE")
-    if path:
-        return path
-    log_dir = knobs.get("LOG")
-    return f"{log_dir}/.startd_address" if log_dir else None
+    return daemon_address_file(knobs)
 
 
 def _max_command_bytes(knobs: KnobSource) -> int:

@@ -24,9 +24,10 @@ def cmd(**fields: object) -> bytes:
 
 
 def test_every_command_of_the_contract_is_known() -> None:
+    # the contract's commands, and config_val (condor_config_val -startd asks the running daemon)
     assert set(COMMANDS) == {"query", "match", "request_claim", "activate_claim", "suspend_claim",
                              "continue_claim", "deactivate_claim", "release_claim", "keepalive", "vacate",
-                             "drain", "cancel_drain", "reconfig", "off"}
+                             "drain", "cancel_drain", "reconfig", "off", "config_val"}
     assert set(COMMAND_LEVELS) == set(COMMANDS)
 
 
