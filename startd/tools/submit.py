@@ -266,7 +266,12 @@ async def _run_claim(s: BrokerSession, topics: Topics, events: "asyncio.Queue[ai
         reply = await s.request(topics, {"command": "activate_claim", "claim_id": claim_id, "job": job_obj})
         if not reply.get("ok"):
             await release()
-            raise Refused(f"startd {topics.machine} refused to start the job on {slot}: {reply.get('error')}")
+            error = str(reply.get("error") or "no reason given")
+            if error.startswith("the job could not be started"):
+                # the startd took the job and its starter failed (a missing Cmd, an Iwd the owner cannot
+                # enter...): not a refusal, and the reason is the job's to fix
+                raise Refused(f"{error} (on {slot}@{topics.machine}; the claim was released)")
+            raise Refused(f"startd {topics.machine} refused to start the job on {slot}: {error}")
         print(f"Job started on {slot}@{topics.machine}")
         if not args.wait:
             released = True  # the claim outlives this command until its lease runs out

@@ -98,7 +98,9 @@ async def test_a_job_that_cannot_start_is_reported_and_submit_says_so(embedded_b
                              "--", "/bin/true", env={"_CONDOR_STARTD_MQTT_PREFIX": topic_root})
     if code == 0:  # not root: every job runs as the daemon's user, so it starts
         return
-    assert code == 1 and "could not be started" in err, err
+    # the starter failed, the startd refused nothing: submit says so, and gives the claim back
+    assert code == 1 and "the job could not be started" in err and "refused" not in err, err
+    assert "the claim was released" in err, err
 
 
 async def _claim_and_start(d, url: str, root: str, job_cmd: list[str]) -> tuple[str, str]:  # type: ignore[no-untyped-def]
