@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "off": ("startd.tools.onoff", "shut the daemon down, as condor_off does"),
     "restart": ("startd.tools.onoff", "shut the daemon down and start it afresh, as condor_restart does"),
     "on": ("startd.tools.onoff", "start the daemon unless it is running, as condor_on does"),
+    "health": ("startd.health", "the container health check: exit 0 when this machine's startd is online"),
     "token": ("startd.tools.token", "create and list IDTOKENS, as condor_token_create and condor_token_list do"),
 }
 

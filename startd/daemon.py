@@ -65,7 +65,7 @@ from .transport.service import Transport
 from .watchdog import ExitWatchdog
 
 __all__ = ["IDLE_SAMPLE_INTERVAL", "SAMPLE_LEAD", "CronRunner", "Daemon", "DaemonDirs", "EventLog", "Feed",
-           "Knobs", "Metrics", "NullCronRunner", "add_arguments", "healthcheck", "load_daemon_config",
+           "Knobs", "Metrics", "NullCronRunner", "add_arguments", "load_daemon_config",
            "machine_name", "run", "setup_logging"]
 
 log = structlog.get_logger("startd.daemon")
@@ -534,38 +534,8 @@ def _restart(args: argparse.Namespace, lock: InstanceLock) -> int:
     return 1
 
 
-# --- health check (the container's HEALTHCHECK) ---------------------------------------------------------
-
-
-async def _health(config_file: str | None, name: str | None, timeout: float) -> tuple[int, str]:
-    from .transport.address import resolve_client_target
-    from .transport.client import BrokerSession
-
-    target = resolve_client_target(None, config_file)
-    me = machine_name(target.config, name)
-    async with BrokerSession(target.settings, timeout=timeout) as s:
-        machines = await s.machines(target.root)
-    if machines.get(me) == "online":
-        return 0, f"startd {me} is online at {target.settings.url}"
-    return 1, f"startd {me} is not online at {target.settings.url} ({machines.get(me, 'unknown')})"
-
-
-def healthcheck(argv: list[str] | None = None) -> int:
-    """``python -m startd.daemon --healthcheck``: exit 0 when this machine's startd says ``online`` on
-    the broker in its address file, 1 otherwise."""
-    ap = argparse.ArgumentParser(prog="python -m startd.daemon")
-    ap.add_argument("--healthcheck", action="store_true", required=True)
-    ap.add_argument("-c", "--config")
-    ap.add_argument("--name")
-    ap.add_argument("--timeout", type=float, default=5.0)
-    a = ap.parse_args(argv)
-    try:
-        code, text = asyncio.run(_health(a.config, a.name, a.timeout))
-    except Exception as e:  # noqa: BLE001 - any failure is "unhealthy", said in one line
-        code, text = 1, f"unhealthy: {type(e).__name__}: {e}"
-    print(text)
-    return code
-
-
 if __name__ == "__main__":
+    # the container's HEALTHCHECK: python -m startd.daemon --healthcheck (the same as `startd health`)
+    from .health import healthcheck
+
     sys.exit(healthcheck())

@@ -109,6 +109,9 @@ async def test_healthcheck_says_online_while_the_daemon_runs(tmp_path: Path, top
 
     code, out = await health()
     assert code == 0 and "online" in out
+    # the same check as a command (CONTRACTS: `startd health`)
+    code, out, err = await cli("health", "-c", str(cfg), "--name", "m1")
+    assert code == 0 and "startd m1 is online" in out, err
     await d.signal(signal.SIGTERM)
     assert await d.wait() == 0
     code, out = await health()
