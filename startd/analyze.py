@@ -23,51 +23,19 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from .classad import (ERROR, UNDEFINED, ClassAd, ClassAdSyntaxError, Expr, format_value, parse_ad, parse_ads,
                       parse_expr)
-from .classad.ast import AttrRef, BinaryOp, Literal, Node, Paren
-from .classad.unparse import iter_nodes, unparse_node
 from .config import ConfigError
+# The clause analysis itself is the engine's: the same code explains each transition and refusal of a startd.
+from .engine.explain import Analysis, Clause, analyse
 from .tools.options import Opt
-
-_SCOPES = ("my", "target", "self", "parent", "toplevel", "root", "other", "ad")
-_MAX_DEPTH = 3  # how far a named sub-expression is opened up
 
 
 # --- the analysis (data) -------------------------------------------------------------------------
-
-
-@dataclass
-class Reference:
-    """An attribute a clause reads, where it was found and its value."""
-
-    name: str
-    where: str  # "slot", "job" or "neither"
-    value: Any
-
-
-@dataclass
-class Clause:
-    """One ``&&`` term of an expression and what it evaluated to."""
-
-    text: str
-    value: Any
-    refs: list[Reference] = field(default_factory=list)
-    inner: "Analysis | None" = None  # the named expression this clause is, opened up
-
-
-@dataclass
-class Analysis:
-    """An expression split into clauses."""
-
-    name: str  # e.g. "START"
-    text: str
-    value: Any
-    clauses: list[Clause]
 
 
 @dataclass
@@ -86,67 +54,6 @@ class SlotReport:
     @property
     def matches(self) -> bool:
         return self.slot_accepts and self.job_accepts
-
-
-def _conjuncts(node: Node) -> list[Node]:
-    """The top-level ``&&`` terms of an expression (parentheses the author wrote are looked through)."""
-    while type(node) is Paren:
-        node = node.inner  # type: ignore[attr-defined]
-    if type(node) is BinaryOp and node.op == "&&":  # type: ignore[attr-defined]
-        return _conjuncts(node.left) + _conjuncts(node.right)  # type: ignore[attr-defined]
-    return [node]
-
-
-def _references(node: Node, my: ClassAd, target: ClassAd, my_name: str, target_name: str,
-                now: float) -> list[Reference]:
-    """The attributes a clause reads, resolved as the evaluator resolves them."""
-    seen: dict[str, Reference] = {}
-    for n in iter_nodes(node):
-        if type(n) is not AttrRef:
-            continue
-        base = n.base  # type: ignore[attr-defined]
-        name = n.name  # type: ignore[attr-defined]
-        if base is None:
-            if name.lower() in _SCOPES:
-                continue
-            if name in my:
-                ref = Reference(name, my_name, my.evaluate(name, target, now=now))
-            elif name in target:
-                ref = Reference(name, target_name, target.evaluate(name, my, now=now))
-            else:
-                ref = Reference(name, "neither", UNDEFINED)
-        elif type(base) is AttrRef and base.base is None and base.lname in ("my", "target"):  # type: ignore[attr-defined]
-            if base.lname == "my":  # type: ignore[attr-defined]
-                where, ad, other = my_name, my, target
-            else:
-                where, ad, other = target_name, target, my
-            ref = Reference(f"{base.name}.{name}", where if name in ad else "neither",  # type: ignore[attr-defined]
-                            ad.evaluate(name, other, now=now) if name in ad else UNDEFINED)
-        else:
-            continue
-        seen.setdefault(ref.name.lower(), ref)
-    return list(seen.values())
-
-
-def analyse(name: str, expr: Expr | Node, my: ClassAd, target: ClassAd, my_name: str, target_name: str,
-            now: float, depth: int = 0) -> Analysis:
-    """Evaluate ``expr`` (MY = ``my``, TARGET = ``target``) and each of its ``&&`` clauses."""
-    node = expr.node if isinstance(expr, Expr) else expr
-    clauses: list[Clause] = []
-    for term in _conjuncts(node):
-        value = Expr(term).evaluate(my, target, now=now)
-        inner = None
-        bare = term
-        while type(bare) is Paren:
-            bare = bare.inner  # type: ignore[attr-defined]
-        if (depth < _MAX_DEPTH and type(bare) is AttrRef and bare.base is None  # type: ignore[attr-defined]
-                and bare.name in my):  # type: ignore[attr-defined]
-            sub = my.get_node(bare.name)  # type: ignore[attr-defined]
-            if sub is not None and type(sub) is not Literal:
-                inner = analyse(my.name_of(bare.name), sub, my, target, my_name, target_name, now, depth + 1)  # type: ignore[attr-defined]
-        refs = [] if inner is not None else _references(term, my, target, my_name, target_name, now)
-        clauses.append(Clause(unparse_node(term), value, refs, inner))
-    return Analysis(name, unparse_node(node), Expr(node).evaluate(my, target, now=now), clauses)
 
 
 def analyse_slot(slot: str, state: str, slot_ad: ClassAd, job: ClassAd, now: float) -> SlotReport:

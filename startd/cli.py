@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "on": ("startd.tools.onoff", "start the daemon unless it is running, as condor_on does"),
     "health": ("startd.health", "the container health check: exit 0 when this machine's startd is online"),
     "token": ("startd.tools.token", "create and list IDTOKENS, as condor_token_create and condor_token_list do"),
+    "record": ("startd.tools.record", "sample the host as the daemon does and write a trace for host_trace:"),
 }
 
 

@@ -438,6 +438,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="MQTT broker URL, or 'embedded' (default: an embedded broker on 127.0.0.1, port "
                              "STARTD_BROKER_PORT or a free one)")
     parser.add_argument("--name", metavar="NAME", help="the machine name (default: STARTD_NAME, else FULL_HOSTNAME)")
+    parser.add_argument("--record", metavar="TRACE",
+                        help="also write every host sample to TRACE, as `startd record` does (JSON lines)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -502,6 +504,16 @@ def _serve(args: argparse.Namespace, conf: Any, dirs: DaemonDirs, rotation: Rota
     except (ConfigError, ValueError) as e:
         print(f"{prog}: ConfigError: {e}" if isinstance(e, ConfigError) else f"{prog}: error: {e}", file=sys.stderr)
         return 2, None
+    writer = None
+    if getattr(args, "record", None):
+        from .host.trace import TraceWriter
+
+        try:
+            writer = TraceWriter(args.record)
+        except OSError as e:
+            print(f"{prog}: error: --record {args.record}: {e.strerror or e}", file=sys.stderr)
+            return 2, None
+        daemon.on_sample = writer.write
     try:
         code = asyncio.run(daemon.run())
         daemon.watchdog.disarm()
@@ -512,6 +524,9 @@ def _serve(args: argparse.Namespace, conf: Any, dirs: DaemonDirs, rotation: Rota
     except (ValueError, OSError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2, None
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 def _restart(args: argparse.Namespace, lock: InstanceLock) -> int:

@@ -169,6 +169,9 @@ class DaemonLoop(CommandHandling):
     engine and carries out its outputs, the jobs, the commands and the clock. :class:`startd.daemon.Daemon`
     adds the start-up, SIGHUP, the shutdowns and the signal handlers around it."""
 
+    #: called with every host sample the clock takes (``startd run --record``)
+    on_sample: Callable[[ev.HostSample], None] | None = None
+
     def __init__(self, conf: Any, *, broker: str | None = None, name: str | None = None,
                  cron: CronRunner | None = None, dirs: DaemonDirs | None = None) -> None:
         self.conf = conf
@@ -286,10 +289,11 @@ class DaemonLoop(CommandHandling):
                 assert event is not None
                 self._emit(event)
                 if isinstance(out, ev.Transition):
-                    self.metrics.inc("transitions")
+                    self.metrics.transition(out)
                     log.info("transition", slot=out.slot, transition=out.number,
                              **{"from": f"{out.from_state}/{out.from_activity}"},
-                             to=f"{out.to_state}/{out.to_activity}", reason=out.reason)
+                             to=f"{out.to_state}/{out.to_activity}", reason=out.reason,
+                             explain=events_json.explain_object(out.explain))
                 elif isinstance(out, ev.SlotDeleted):
                     conn.remove_ad(out.slot)
                     ads_changed = True
@@ -498,6 +502,8 @@ class DaemonLoop(CommandHandling):
             await self.feed(ev.JobUsage(now=time.time(), claim_id=claim_id, load=load, usage=usage))
         now = time.time()
         sample = self.sampler.sample(now)
+        if self.on_sample is not None:  # startd run --record: every sample into the trace
+            self.on_sample(sample)
         self._last_sample = now
         self.metrics.inc("host_samples")
         await self.feed(sample)

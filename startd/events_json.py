@@ -13,14 +13,25 @@ from __future__ import annotations
 from typing import Any
 
 from .engine import events as ev
+from .engine.explain import Explanation
 
 
-def transition_event(t: int | float, out: ev.Transition) -> dict[str, Any]:
-    """``{"event": "transition", "slot", "from": "State/Activity", "to", "transition": N, "reason"}``."""
-    return {"t": t, "event": "transition", "slot": out.slot,
-            "from": f"{out.from_state}/{out.from_activity}",
-            "to": f"{out.to_state}/{out.to_activity}", "transition": out.number,
-            "reason": out.reason}
+def explain_object(explain: Explanation | None) -> dict[str, Any] | None:
+    """The ``explain`` object of a transition or reply event: ``{"expr", "value", "kind", "clauses":
+    [{"text", "value", "attrs"}]}`` (see :mod:`startd.engine.explain`); None when the engine gave none."""
+    return None if explain is None else explain.to_json()
+
+
+def transition_event(t: int | float, out: ev.Transition, explain: bool = True) -> dict[str, Any]:
+    """``{"event": "transition", "slot", "from": "State/Activity", "to", "transition": N, "reason"}``, and
+    ``"explain"`` when asked for and the engine gave one."""
+    event = {"t": t, "event": "transition", "slot": out.slot,
+             "from": f"{out.from_state}/{out.from_activity}",
+             "to": f"{out.to_state}/{out.to_activity}", "transition": out.number,
+             "reason": out.reason}
+    if explain and out.explain is not None:
+        event["explain"] = out.explain.to_json()
+    return event
 
 
 def slot_created_event(t: int | float, out: ev.SlotCreated) -> dict[str, Any]:
@@ -44,11 +55,12 @@ def job_event(t: int | float, slot: str, what: str, **details: Any) -> dict[str,
     return event
 
 
-def output_event(t: int | float, out: ev.Output) -> dict[str, Any] | None:
+def output_event(t: int | float, out: ev.Output, explain: bool = True) -> dict[str, Any] | None:
     """The event of a Transition, SlotCreated or SlotDeleted output; None for any other output (the
-    shells report job events from what they do to the job, and replies in their own way)."""
+    shells report job events from what they do to the job, and replies in their own way). ``explain``
+    False leaves a transition's ``explain`` object out."""
     if isinstance(out, ev.Transition):
-        return transition_event(t, out)
+        return transition_event(t, out, explain)
     if isinstance(out, ev.SlotCreated):
         return slot_created_event(t, out)
     if isinstance(out, ev.SlotDeleted):
@@ -56,4 +68,4 @@ def output_event(t: int | float, out: ev.Output) -> dict[str, Any] | None:
     return None
 
 
-__all__ = ["transition_event", "slot_created_event", "slot_deleted_event", "job_event", "output_event"]
+__all__ = ["explain_object", "transition_event", "slot_created_event", "slot_deleted_event", "job_event", "output_event"]

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import resource
-from typing import TYPE_CHECKING, Iterable, Protocol
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .logfiles import DROPS
 
 if TYPE_CHECKING:
     from .engine import Engine
+    from .engine.events import Transition
     from .starter import Starter
     from .transport.service import Transport
 
@@ -81,18 +84,27 @@ class Metrics:
         self._server: asyncio.AbstractServer | None = None
         self.port: int | None = None
         self.lag = LoopLag()
+        #: (from "State/Activity", to "State/Activity", the manual's number or "none") -> count
+        self.transitions_by_kind: dict[tuple[str, str, str], int] = {}
 
     def inc(self, name: str, n: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + n
 
-    def render(self, daemon: "Observed") -> str:
+    def transition(self, out: Transition) -> None:
+        """Count one state/activity transition, in all and by kind (from, to and the manual's number)."""
+        self.inc("transitions")
+        key = (f"{out.from_state}/{out.from_activity}", f"{out.to_state}/{out.to_activity}",
+               "none" if out.number is None else str(out.number))
+        self.transitions_by_kind[key] = self.transitions_by_kind.get(key, 0) + 1
+
+    def render(self, daemon: Observed) -> str:
         lines: list[str] = []
 
-        def metric(name: str, kind: str, helptext: str, samples: Iterable[tuple[str, float]]) -> None:
+        def metric(name: str, kind: str, helptext: str, samples: Iterable[tuple[str, Any]]) -> None:
             lines.append(f"# HELP startd_{name} {helptext}")
             lines.append(f"# TYPE startd_{name} {kind}")
             for labels, value in samples:
-                lines.append(f"startd_{name}{labels} {value:g}")
+                lines.append(f"startd_{name}{labels} {_number(value)}")
 
         for key, helptext in (("transitions", "state/activity transitions"), ("jobs_started", "jobs started"),
                               ("jobs_start_failed", "jobs that could not be started"),
@@ -100,14 +112,11 @@ class Metrics:
                               ("commands_undone", "commands carried out, then undone because their reply failed"),
                               ("host_samples", "measurements of the machine")):
             metric(f"{key}_total", "counter", helptext, [("", self.counters.get(key, 0))])
-        counts: dict[tuple[str, str], int] = {}
-        eng = daemon.engine
-        if eng is not None:
-            for s in eng.slot_names():
-                st = eng.state_of(s)
-                counts[st] = counts.get(st, 0) + 1
-        metric("slots", "gauge", "slots by state and activity",
-               [(f'{{state="{s}",activity="{a}"}}', n) for (s, a), n in sorted(counts.items())])
+        metric("transitions_by_kind_total", "counter",
+               "state/activity transitions by from and to (State/Activity) and the manual's number",
+               [(f'{{from="{_esc(f)}",to="{_esc(t)}",number="{_esc(n)}"}}', c)
+                for (f, t, n), c in sorted(self.transitions_by_kind.items())])
+        self._render_slots(daemon.engine, metric)
         metric("running_jobs", "gauge", "jobs running now", [("", len(daemon.starter.handles))])
         conn = daemon.transport.connection if daemon.transport is not None else None
         metric("mqtt_connected", "gauge", "1 while connected to the broker",
@@ -136,7 +145,38 @@ class Metrics:
                [("", _rss_bytes())])
         return "\n".join(lines) + "\n"
 
-    async def serve(self, daemon: "Observed", host: str, port: int) -> int:
+    @staticmethod
+    def _render_slots(eng: Engine | None, metric: Any) -> None:
+        """The slot counts by state and the per-slot gauges, in one pass over the slots. Only the attributes
+        shown are evaluated, in the slot's ad as last published (no copy, no publication)."""
+        counts: dict[tuple[str, str], int] = {}
+        per: dict[str, list[tuple[str, Any]]] = {name: [] for name, *_ in _SLOT_GAUGES}
+        states: list[tuple[str, int]] = []
+        activities: list[tuple[str, int]] = []
+        if eng is not None:
+            now = eng.now
+            for name in eng.slot_names():
+                slot = eng.slots[name]
+                st, act = slot.state.value, slot.activity.value
+                counts[(st, act)] = counts.get((st, act), 0) + 1
+                label = f'slot="{_esc(name)}"'
+                states.append((f'{{{label},state="{_esc(st)}"}}', 1))
+                activities.append((f'{{{label},activity="{_esc(act)}"}}', 1))
+                ad = slot.ad
+                for gauge, attr, _ in _SLOT_GAUGES:
+                    if attr not in ad:  # the usage attributes are there only while a job runs
+                        continue
+                    value = ad.evaluate(attr, now=now)
+                    if isinstance(value, (int, float)) and not isinstance(value, bool):
+                        per[gauge].append((f"{{{label}}}", value))
+        metric("slots", "gauge", "slots by state and activity",
+               [(f'{{state="{_esc(s)}",activity="{_esc(a)}"}}', n) for (s, a), n in sorted(counts.items())])
+        metric("slot_state", "gauge", "1 for each slot's current State", states)
+        metric("slot_activity", "gauge", "1 for each slot's current Activity", activities)
+        for gauge, _, helptext in _SLOT_GAUGES:
+            metric(gauge, "gauge", helptext, per[gauge])
+
+    async def serve(self, daemon: Observed, host: str, port: int) -> int:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             try:
                 request = await asyncio.wait_for(reader.readline(), 5)
@@ -150,7 +190,7 @@ class Metrics:
                 writer.write(f"HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\n"
                              f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
                 await writer.drain()
-            except (OSError, asyncio.TimeoutError, UnicodeError):
+            except (TimeoutError, OSError, UnicodeError):
                 pass
             finally:
                 writer.close()
@@ -166,6 +206,39 @@ class Metrics:
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
             self._server = None
+
+
+#: (metric name without startd_, slot ad attribute, help) of the per-slot gauges read from the slot ad
+_SLOT_GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("slot_cpus", "Cpus", "the slot's CPUs (Cpus)"),
+    ("slot_memory_mb", "Memory", "the slot's memory in MB (Memory)"),
+    ("slot_disk_kb", "Disk", "the slot's disk in KB (Disk)"),
+    ("slot_load_avg", "LoadAvg", "the slot's load average (LoadAvg)"),
+    ("slot_keyboard_idle_seconds", "KeyboardIdle", "seconds since the keyboard was used (KeyboardIdle)"),
+    ("slot_job_memory_usage_mb", "MemoryUsage", "the running job's memory usage in MB (MemoryUsage)"),
+    ("slot_job_cpus_usage", "CpusUsage", "the CPUs the running job uses (CpusUsage)"),
+    ("slot_job_resident_set_size_kb", "ResidentSetSize", "the running job's resident set size in KB (RSS)"),
+)
+
+
+def _esc(value: str) -> str:
+    """A label value escaped as the Prometheus text format asks: backslash, double quote and newline."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _number(value: Any) -> str:
+    """A sample value: integers exactly (``:g`` would round a disk size to six digits), floats as Python
+    writes them (``inf``/``nan`` as Prometheus spells them)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    f = float(value)
+    if math.isnan(f):
+        return "NaN"
+    if math.isinf(f):
+        return "+Inf" if f > 0 else "-Inf"
+    return repr(f)
 
 
 def _rss_bytes() -> int:

@@ -15,8 +15,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic import ValidationInfo
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .classad import ClassAd, ClassAdSyntaxError, parse_ad, parse_expr
 from .simusage import Profile, UsageProfiles, parse_profile
@@ -106,7 +113,7 @@ class ActivateStep(_Model):
         return None if v is None else parse_profile(v, str(info.field_name))
 
     @model_validator(mode="after")
-    def _load_or_cpus(self) -> "ActivateStep":
+    def _load_or_cpus(self) -> ActivateStep:
         # a measured job's load is the CPU it uses: two figures for one thing would contradict each other
         if self.cpus is not None and "load" in self.model_fields_set:
             raise ValueError("give load or cpus, not both (the cores in use are the job's load)")
@@ -270,7 +277,7 @@ class Step(_Model):
         return out
 
     @model_validator(mode="after")
-    def _one_action(self) -> "Step":
+    def _one_action(self) -> Step:
         present = [k for k in ACTIONS if getattr(self, k) is not None]
         if len(present) != 1:
             raise ValueError(f"a step needs exactly one action ({', '.join(ACTIONS)}); "
@@ -295,10 +302,11 @@ class Scenario(_Model):
     config_file: str | None = None
     host: HostSpec = HostSpec()
     start: str | _dt.datetime | _dt.date | float | None = None
+    host_trace: str | None = None  # a trace of ``startd record``, relative to the scenario file
     steps: list[Step] = []
 
     @model_validator(mode="after")
-    def _one_config(self) -> "Scenario":
+    def _one_config(self) -> Scenario:
         if self.config is not None and self.config_file is not None:
             raise ValueError("give either config or config_file, not both")
         return self
@@ -360,7 +368,7 @@ def parse_start(value: str | _dt.datetime | _dt.date | float) -> float:
         value = _dt.datetime(value.year, value.month, value.day)
     assert isinstance(value, _dt.datetime)
     if value.tzinfo is None:
-        value = value.replace(tzinfo=_dt.timezone.utc)
+        value = value.replace(tzinfo=_dt.UTC)
     return value.timestamp()
 
 
@@ -448,8 +456,9 @@ def _message(err: dict[str, Any]) -> str:
     return msg.removeprefix("Value error, ")
 
 
-def validate(data: Any, source: str = "<scenario>") -> Scenario:
-    """Build the :class:`Scenario` from parsed YAML; raises :class:`ScenarioError` naming the place."""
+def validate(data: Any, source: str = "<scenario>", base_dir: str | Path | None = None) -> Scenario:
+    """Build the :class:`Scenario` from parsed YAML; raises :class:`ScenarioError` naming the place.
+    A ``host_trace`` is read relative to ``base_dir`` (default: the directory of ``source``)."""
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: a scenario is a YAML mapping (name, config, host, start, steps)")
     try:
@@ -461,11 +470,85 @@ def validate(data: Any, source: str = "<scenario>") -> Scenario:
             if line not in seen:
                 seen.append(line)
         raise ScenarioError(f"{source}: " + "; ".join(seen[:5])) from None
+    if sc.host_trace is not None:
+        base = Path(base_dir) if base_dir is not None else Path(source).parent
+        apply_host_trace(sc, base / sc.host_trace)
     try:
         sc.start_epoch()
     except ValueError as exc:
         raise ScenarioError(f"{source}: {exc}") from None
     return sc
+
+
+# --- host_trace: a recorded host (``startd record``) driving the simulated one ---------------------------
+
+#: The keys of a trace line: those of a ``host:`` block, plus ``t``.
+TRACE_KEYS = ("t",) + tuple(HostSpec.model_fields)
+
+
+def read_trace(path: str | Path) -> list[tuple[int, float, HostSpec]]:
+    """The lines of a host trace as (line number, ``t``, values); blank lines are skipped. Raises
+    :class:`ScenarioError` naming ``file:line`` for anything that is not a trace line."""
+    import json
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"{p}: host_trace: cannot read: {exc.strerror or exc}") from None
+    out: list[tuple[int, float, HostSpec]] = []
+    last: float | None = None
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{p}:{n}"
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise ScenarioError(f"{where}: not a JSON object: {exc}") from None
+        if not isinstance(obj, dict):
+            raise ScenarioError(f"{where}: not a JSON object")
+        t = obj.pop("t", None)
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+            raise ScenarioError(f"{where}: t: {'missing' if t is None else 'not a number'} "
+                                f"(seconds since the epoch)")
+        if last is not None and t < last:
+            raise ScenarioError(f"{where}: t: {t} is before the previous line's {last} (lines go in time order)")
+        try:
+            spec = HostSpec.model_validate(obj)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            key = ".".join(str(x) for x in err["loc"]) or "line"
+            raise ScenarioError(f"{where}: {key}: {_message(err)}") from None
+        out.append((n, float(t), spec))
+        last = float(t)
+    if not out:
+        raise ScenarioError(f"{p}: host_trace: the trace has no lines")
+    return out
+
+
+def apply_host_trace(sc: Scenario, path: Path) -> None:
+    """Turn a host trace into the scenario's host: the first line is the host at t=0, each later line a
+    ``host`` step at its ``t`` less the first line's (appended after the file's steps, so their indices
+    stay the file's). Keys the scenario's own ``host:`` block names stay the scenario's for the whole run;
+    a ``host`` step of the file at the very instant of a trace line wins for the keys it names. Without
+    a ``start:``, the virtual clock starts at the first line's ``t`` (UTC)."""
+    lines = read_trace(path)
+    pinned = set(sc.host.model_fields_set)
+    t_first = lines[0][1]
+    first = lines[0][2].model_dump(exclude_unset=True)
+    sc.host = HostSpec.model_validate({**first, **sc.host.model_dump(exclude_unset=True)})
+    explicit: dict[float, set[str]] = {}
+    for st in sc.steps:
+        if st.host is not None:
+            explicit.setdefault(st.at, set()).update(st.host.model_fields_set)
+    for _, t, spec in lines[1:]:
+        at = t - t_first
+        values = {k: v for k, v in spec.model_dump(exclude_unset=True).items()
+                  if k not in pinned and k not in explicit.get(at, ())}
+        sc.steps.append(Step(at=at, host=HostSpec.model_validate(values)))
+    if sc.start is None:
+        sc.start = t_first
 
 
 def load(path: str | Path) -> Scenario:
@@ -482,4 +565,4 @@ def load(path: str | Path) -> Scenario:
         mark = getattr(exc, "problem_mark", None)
         where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
         raise ScenarioError(f"{where}: not YAML: {getattr(exc, 'problem', None) or exc}") from None
-    return validate(data, str(p))
+    return validate(data, str(p), p.parent)

@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from .classad import ERROR, UNDEFINED, AbsTime, ClassAd, RelTime
 from .classad.jsonform import dumps as _classad_json_dumps
 from .classad.jsonform import value_to_json_obj
+from .engine.explain import explain_text
 
 # The attributes a human-readable snapshot shows for each slot (the JSON form carries them all).
 _SNAPSHOT_SUMMARY = ("State", "Activity", "Cpus", "Memory", "LoadAvg", "CondorLoadAvg", "KeyboardIdle",
@@ -85,9 +86,10 @@ def json_line(event: dict[str, Any]) -> str:
 class HumanTimeline:
     """Prints events as a readable timeline: elapsed time, the virtual wall clock, what happened."""
 
-    def __init__(self, out: TextIO, t0: float) -> None:
+    def __init__(self, out: TextIO, t0: float, explain: bool = False) -> None:
         self.out = out
         self.t0 = t0
+        self.explain = explain  # print what decided each transition and reply under its line
 
     def _stamp(self, t: float) -> str:
         clock = _dt.datetime.fromtimestamp(self.t0 + t, tz=_dt.timezone.utc)
@@ -134,6 +136,8 @@ class HumanTimeline:
         else:
             text = json.dumps(e)
         self.out.write(f"{self._stamp(e['t'])}  {text}\n")
+        if self.explain and e.get("explain"):
+            self.out.write(f"{'':<28}    {explain_text(e['explain'])}\n")
 
 
 def _show_json(v: Any) -> str:

@@ -25,17 +25,24 @@ import argparse
 import re
 import sys
 from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
 from . import events_json
 from . import scenario as sc
-from .classad import ClassAd, parse_expr
+from .classad import ClassAd
+from .compare import compare, format_comparison
 from .config.errors import ConfigError
 from .engine import events as ev
+from .report import gantt, html_report
+from .simexpect import SimExpectations
 from .simhost import BENCHMARK_RESULTS, MACHINE, Host
 from .simstarter import JobParams, SimJob, SimStarters
-from .simtimeline import HumanTimeline, _json_value, _plain, _same_classad_value, _same_value, json_line
+from .simtimeline import (
+    HumanTimeline,
+    json_line,
+)
 
 # A well-behaved engine answers a tick with a later wakeup; this many ticks at one instant means it will not.
 _MAX_TICKS_AT_ONE_INSTANT = 1000
@@ -53,8 +60,10 @@ def _num(t: float) -> int | float:
     return int(r) if r == int(r) else r
 
 
-class Simulator(SimStarters):
+class Simulator(SimStarters, SimExpectations):
     """Runs one scenario. ``emit`` receives every event (a dict in the JSON form) as it happens."""
+
+    explain = False  # --explain: transition and reply events carry their ``explain`` object
 
     def __init__(self, scenario: sc.Scenario, base_dir: Path, emit: Callable[[dict[str, Any]], None],
                  engine_factory: EngineFactory | None = None, source: str = "<scenario>") -> None:
@@ -228,13 +237,13 @@ class Simulator(SimStarters):
             if isinstance(out, (ev.Transition, ev.SlotCreated, ev.SlotDeleted)):
                 if isinstance(out, ev.SlotCreated):
                     self.known_slots.add(out.slot)
-                event = events_json.output_event(t, out)
+                event = events_json.output_event(t, out, explain=self.explain)
                 assert event is not None
                 self.emit_event(event)
             elif isinstance(out, ev.Reply):
                 if self._step is not None and out.request == self._step and not self._replied:
                     self._replied = True
-                    self._emit_reply(out.t, out.accepted, out.claim_id, out.slot, out.error)
+                    self._emit_reply(out.t, out.accepted, out.claim_id, out.slot, out.error, out.explain)
             elif isinstance(out, ev.JobCommand):
                 self._job_command(out)
             elif isinstance(out, ev.RunBenchmarks):
@@ -270,7 +279,8 @@ class Simulator(SimStarters):
         else:
             self.engine = _ExitedStartd(self.now)
 
-    def _emit_reply(self, t: float | None, accepted: bool, claim_id: str, slot: str, reason: str) -> None:
+    def _emit_reply(self, t: float | None, accepted: bool, claim_id: str, slot: str, reason: str,
+                    explain: Any = None) -> None:
         i = self._step
         assert i is not None
         st = self.sc.steps[i]
@@ -280,7 +290,8 @@ class Simulator(SimStarters):
             cid = self._default_id(i)
         self.emit_event({"t": self.rel(self.now if t is None else t), "event": "reply", "step": i,
                          "command": st.action, "accepted": bool(accepted), "id": cid or claim_id or "",
-                         "slot": slot or getattr(body, "slot", "") or "", "reason": reason or ""})
+                         "slot": slot or getattr(body, "slot", "") or "", "reason": reason or "",
+                         **({"explain": events_json.explain_object(explain)} if self.explain and explain else {})})
 
     # --- steps ----------------------------------------------------------------------------------
 
@@ -416,60 +427,6 @@ class Simulator(SimStarters):
                                  exit_code=step.exit_code, bad_lines=tuple(b[0] for b in bad))
         return ev.HookResult(now=self.now, request=out.request, hook=out.hook, slot=out.slot, exit_code=0)
 
-    def _slot_names(self) -> list[str]:
-        return list(self.engine.slot_names())
-
-    def _evaluated_ad(self, slot: str) -> dict[str, Any]:
-        ad = self.engine.slot_ad(slot)
-        return {name: _json_value(ad.evaluate(name, now=self.now)) for name in ad}
-
-    def _snapshot(self, i: int, which: bool | str | list[str]) -> None:
-        names = self._slot_names()
-        if isinstance(which, str):
-            which = [which]
-        if isinstance(which, list):
-            for s in which:
-                self._check_slot(i, "snapshot", s)
-            names = [s for s in which if s in names]
-        self.emit_event({"t": self.rel(self.now), "event": "snapshot",
-                         "slots": {s: self._evaluated_ad(s) for s in names}})
-
-    def _actual_state(self, slot: str) -> str:
-        if slot not in self._slot_names():
-            return "absent"
-        state, activity = self.engine.state_of(slot)
-        return f"{getattr(state, 'value', state)}/{getattr(activity, 'value', activity)}"
-
-    def _expect_state(self, slot: str, want: str) -> None:
-        actual = self._actual_state(slot)
-        ok = actual == want if "/" in want or want == "absent" else actual.split("/")[0] == want
-        self._record(ok, {"slot": slot, "expected": want, "actual": actual})
-
-    def _expect_attr(self, i: int, slot: str, name: str, want: Any) -> None:
-        if slot not in self._slot_names():
-            self._record(False, {"slot": slot, "attr": name, "expected": _plain(want), "actual": "absent"})
-            return
-        ad = self.engine.slot_ad(slot)
-        actual = ad.evaluate(name, now=self.now)
-        if isinstance(want, str) and want.startswith("="):
-            try:
-                expected_value = parse_expr(want[1:]).evaluate(ad, now=self.now)
-            except ValueError as exc:
-                raise sc.ScenarioError(f"{self._where(i)}: expect_attrs.{slot}.{name}: {exc}") from None
-            ok = _same_classad_value(actual, expected_value)
-            shown_expected: Any = _json_value(expected_value)
-        else:
-            ok = _same_value(actual, want)
-            shown_expected = _plain(want)
-        self._record(ok, {"slot": slot, "attr": name, "expected": shown_expected, "actual": _json_value(actual)})
-
-    def _record(self, ok: bool, fields: dict[str, Any]) -> None:
-        self.expect_total += 1
-        if not ok:
-            self.expect_failed += 1
-        self.emit_event({"t": self.rel(self.now), "event": "expect", "ok": ok, **fields})
-
-
 class _ExitedStartd:
     """What is left once the simulated startd has exited: no slots, and every command refused."""
 
@@ -494,11 +451,34 @@ class _ExitedStartd:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario", metavar="SCENARIO", help="the scenario file (YAML)")
     parser.add_argument("--json", action="store_true", help="print one JSON object a line for every event")
+    parser.add_argument("--explain", action="store_true",
+                        help="under each transition and reply, the expression, timer or command that decided it "
+                             "(with --json: an \"explain\" object in each transition and reply event)")
+    parser.add_argument("--timeline", action="store_true",
+                        help="after the run, an ASCII Gantt chart: a row per slot, a character per state")
+    parser.add_argument("--report", metavar="FILE.html",
+                        help="write one self-contained HTML report of the run (state bands, host metrics, jobs, "
+                             "every transition with its explanation)")
+    parser.add_argument("--compare", metavar="OTHER.config",
+                        help="run the scenario as written and again with OTHER.config; print both side by side")
+
+
+@dataclass
+class Recording:
+    """What a run leaves for its reports: every event (as ``--json`` prints it, explanations included), the
+    clock at t=0 and the scenario's time zone (seconds east of UTC), and its title."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    start: float | None = None
+    tz: int = 0
+    title: str = ""
 
 
 def simulate(path: str | Path, *, as_json: bool = False, out: TextIO | None = None, err: TextIO | None = None,
-             engine_factory: EngineFactory | None = None) -> int:
-    """Run the scenario at ``path``, printing its timeline to ``out``; returns the exit code."""
+             engine_factory: EngineFactory | None = None, explain: bool = False,
+             record: Recording | None = None) -> int:
+    """Run the scenario at ``path``, printing its timeline to ``out``; returns the exit code. ``record``
+    collects what the reports need."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     p = Path(path)
@@ -509,10 +489,21 @@ def simulate(path: str | Path, *, as_json: bool = False, out: TextIO | None = No
             def emit(e: dict[str, Any]) -> None:
                 out.write(json_line(e) + "\n")
         else:
-            emit = HumanTimeline(out, 0.0 if scen is None else scen.start_epoch())
+            emit = HumanTimeline(out, 0.0 if scen is None else scen.start_epoch(), explain=explain)
             title = scen.name or p.name
             out.write(f"scenario: {title}\n")
+        if record is not None:
+            shown = emit
+
+            def emit(e: dict[str, Any]) -> None:
+                record.events.append(e)
+                shown(e)
+
+            record.tz, record.title = scen.utc_offset(), scen.name or p.name
         sim = Simulator(scen, p.parent, emit, engine_factory, source=str(p))
+        sim.explain = explain or record is not None
+        if record is not None:
+            record.start = sim.t0
         if not as_json:
             emit.t0 = sim.t0  # type: ignore[attr-defined]
         code = sim.run()
@@ -537,8 +528,30 @@ def simulate(path: str | Path, *, as_json: bool = False, out: TextIO | None = No
 
 
 def run(args: argparse.Namespace) -> int:
-    """``startd simulate SCENARIO [--json]``."""
-    return simulate(args.scenario, as_json=args.json)
+    """``startd simulate SCENARIO [--json] [--explain] [--timeline] [--report FILE] [--compare OTHER]``."""
+    if getattr(args, "compare", None):
+        try:
+            result = compare(args.scenario, args.compare, simulator=Simulator)
+        except (sc.ScenarioError, SimulationError, ConfigError) as exc:
+            print(f"startd simulate: {exc}", file=sys.stderr)
+            return 2
+        sys.stdout.write(json_line(result) + "\n" if args.json else format_comparison(result))
+        return 0
+    wants_report = bool(getattr(args, "timeline", False) or getattr(args, "report", None))
+    record = Recording() if wants_report else None
+    code = simulate(args.scenario, as_json=args.json, explain=getattr(args, "explain", False), record=record)
+    if record is None or code == 2:
+        return code
+    if args.timeline:
+        sys.stdout.write(gantt(record.events, width=100, tz=record.tz, start=record.start, title=record.title))
+    if args.report:
+        html = html_report(record.events, title=record.title, scenario_start=record.start, tz=record.tz)
+        try:
+            Path(args.report).write_text(html, encoding="utf-8")
+        except OSError as exc:
+            print(f"startd simulate: --report {args.report}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

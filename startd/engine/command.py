@@ -42,7 +42,7 @@ class Engine(ResMgr):
             # timer fires on the next pass of the event loop
             self._fire_timers(now)
         self.now = max(self.now, now)
-        handler = self._HANDLERS.get(type(inp))
+        handler = self._handler_for(inp)
         if handler is not None:
             handler(self, inp)
         return self._finish()

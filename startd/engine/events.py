@@ -288,7 +288,8 @@ class SlotDeleted(Output):
 
 @dataclass(frozen=True, slots=True)
 class Transition(Output):
-    """A slot changed state and/or activity. ``number`` is the manual's transition number (or None)."""
+    """A slot changed state and/or activity. ``number`` is the manual's transition number (or None);
+    ``explain`` what decided it (:mod:`startd.engine.explain`)."""
 
     slot: str
     from_state: str
@@ -297,11 +298,13 @@ class Transition(Output):
     to_activity: str
     number: int | None
     reason: str
+    explain: Any = None  # a startd.engine.explain.Explanation (which imports this module)
 
 
 @dataclass(frozen=True, slots=True)
 class Reply(Output):
-    """The answer to a command. ``error`` says why it was refused."""
+    """The answer to a command. ``error`` says why it was refused; ``explain`` what decided it (the expression
+    that refused it, with its clauses, or the command)."""
 
     request: Any
     command: str
@@ -310,6 +313,7 @@ class Reply(Output):
     claim_id: str = ""
     slot: str = ""
     data: dict[str, Any] = field(default_factory=dict)
+    explain: Any = None  # a startd.engine.explain.Explanation (which imports this module)
 
 
 JobAction = _Lit["start", "suspend", "continue", "soft_kill", "hard_kill"]

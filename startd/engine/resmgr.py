@@ -126,7 +126,8 @@ class ResMgr(Draining):
 
     def _reply(self, inp: Any, command: str, ok: bool, error: str = "", claim_id: str = "", slot: str = "",
                **data: Any) -> None:
-        self._emit(Reply(self.now, getattr(inp, "request", None), command, ok, error, claim_id, slot, dict(data)))
+        self._emit(Reply(self.now, getattr(inp, "request", None), command, ok, error, claim_id, slot, dict(data),
+                         self._reply_explain(inp, command, ok, error, slot)))
 
     def _find_claim(self, claim_id: str) -> tuple[Slot, Claim, bool] | None:
         """(slot, claim, is_current) for a claim id, current claims first.
@@ -422,6 +423,7 @@ class ResMgr(Draining):
             if name in self._changed and name in self.slots:
                 self._emit(AdChanged(self.now, name))
         self._changed.clear()
+        self._cause = None  # the input has been handled: what the timers do next is theirs
         out, self._out = self._out, []
         return out
 

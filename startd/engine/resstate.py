@@ -25,10 +25,10 @@ from typing import Any, Callable
 
 from .claim import Claim
 from .convert import as_int as _as_int, eval_to_bool as _eval_to_bool
-from .events import BackfillCommand, JobCommand, RunBenchmarks, Transition
+from .events import BackfillCommand, JobCommand, RunBenchmarks
+from .explain import Explaining
 from .resource import Slot
-from .slotad import SlotAds
-from .states import Activity, State, transition_number
+from .states import Activity, State
 
 Timer = tuple[float, Callable[[], None]]
 
@@ -51,7 +51,7 @@ class Suggestion:
     code: str = ""
 
 
-class ResState(SlotAds):
+class ResState(Explaining):
     """The state and activity of each slot, and how they change."""
 
     _depth: int
@@ -270,8 +270,7 @@ class ResState(SlotAds):
         now = self.now
         statechange = state != old_s
         self._leave(slot, state, activity, statechange)
-        self._emit(Transition(now, slot.name, old_s.value, old_a.value, state.value, activity.value,
-                              transition_number(old_s, old_a, state, activity), reason))
+        self._transition(slot, old_s, old_a, state, activity, reason)
         slot.act_was_benchmark = old_a == Activity.BENCHMARKING and activity != Activity.BENCHMARKING
         # ResState::updateHistoryTotals: the stretch in the state/activity being left
         slot.history.leave(old_s, old_a, int(slot.entered_activity), int(now), float(slot.resources.cpus),
@@ -312,8 +311,7 @@ class ResState(SlotAds):
             c.cancel_lease()
         slot.pre = None
         now = self.now
-        self._emit(Transition(now, slot.name, slot.state.value, slot.activity.value, old_s.value, old_a.value,
-                              None, f"claim not kept: {why}"))
+        self._transition(slot, slot.state, slot.activity, old_s, old_a, f"claim not kept: {why}", revert=True)
         slot.history.leave(slot.state, slot.activity, int(slot.entered_activity), int(now),
                            float(slot.resources.cpus), self._draining)
         slot.state, slot.activity = old_s, old_a
@@ -500,7 +498,8 @@ class ResState(SlotAds):
         if slot.state != State.PREEMPTING or c is None:
             return
         self._emit(JobCommand(self.now, slot.name, c.id, "hard_kill", signal="SIGKILL"))
-        self._job_gone(slot, c, {"reason": "KILLING_TIMEOUT expired", "signal": 9})
+        self._because("KILLING_TIMEOUT", self.knobs.killing_timeout, self._job_gone, slot, c,
+                      {"reason": "KILLING_TIMEOUT expired", "signal": 9})
 
     def _slot_timers(self, slot: Slot) -> list[Timer]:
         """The slot's own timers that are set: MATCH_TIMEOUT, the claim lease, the vacate and killing

@@ -57,8 +57,10 @@ async def test_a_real_job_whole_life_submit_wait_returns_its_exit_code(mqtt_brok
         await rec.next(lambda e: e == {**e, "event": "job", "slot": slot, "what": "start"})
         exit_event = await rec.next(lambda e: e["event"] == "job" and e["what"] == "exit")
         assert exit_event["exit_code"] == 7 and "claim_id" not in exit_event
-        await rec.next(lambda e: e["event"] == "transition" and e["to"] == "Claimed/Busy"
-                       and e["transition"] is not None)
+        busy = await rec.next(lambda e: e["event"] == "transition" and e["to"] == "Claimed/Busy"
+                              and e["transition"] is not None)
+        # every transition says what decided it: here the activation command (transition 11)
+        assert busy["explain"]["kind"] == "command" and busy["explain"]["value"] == "activate_claim", busy
         # HTCondor 25: the job's end is the starter's final update (Busy -> Cleaning, transition 12); the
         # slot leaves Cleaning once the starter is reaped, here when the job's sandbox is gone
         await rec.next(lambda e: e["event"] == "transition" and e["slot"] == slot and e["from"] == "Claimed/Busy"
