@@ -64,6 +64,8 @@ class Simulator(SimStarters, SimExpectations):
     """Runs one scenario. ``emit`` receives every event (a dict in the JSON form) as it happens."""
 
     explain = False  # --explain: transition and reply events carry their ``explain`` object
+    #: told of every host sample fed to the engine (the reports draw the host from them)
+    on_host: Callable[[ev.HostSample], None] | None = None
 
     def __init__(self, scenario: sc.Scenario, base_dir: Path, emit: Callable[[dict[str, Any]], None],
                  engine_factory: EngineFactory | None = None, source: str = "<scenario>") -> None:
@@ -175,7 +177,10 @@ class Simulator(SimStarters, SimExpectations):
 
     def run(self) -> int:
         """Run every step; returns 0 when every expectation held, 1 when one failed."""
-        self.engine = self.engine_factory(self.conf, self.host.sample(self.t0, full=True), machine=MACHINE,
+        first = self.host.sample(self.t0, full=True)
+        if self.on_host is not None:
+            self.on_host(first)
+        self.engine = self.engine_factory(self.conf, first, machine=MACHINE,
                                           utc_offset=self.sc.utc_offset())
         self._stop_pending: str | None = None
         self._handle_outputs(self.engine.start())
@@ -223,6 +228,8 @@ class Simulator(SimStarters, SimExpectations):
             self._drain_followups()
 
     def _feed(self, inp: ev.Input) -> None:
+        if isinstance(inp, ev.HostSample) and self.on_host is not None:
+            self.on_host(inp)
         self._handle_outputs(self.engine.handle(inp))
 
     def _drain_followups(self) -> None:
@@ -463,6 +470,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run the scenario as written and again with OTHER.config; print both side by side")
 
 
+_HOST_FIELDS = ("load_avg", "condor_load_avg", "keyboard_idle", "console_idle", "memory", "disk", "swap", "cpus",
+                "keyboard_active")
+
+
+def host_event(t: float, h: ev.HostSample) -> dict[str, Any]:
+    """A host sample as the reports read it: ``{"t", "event": "host", ...}`` with the fields it has."""
+    fields = {k: getattr(h, k) for k in _HOST_FIELDS if getattr(h, k, None) is not None}
+    return {"t": t, "event": "host", **fields}
+
+
 @dataclass
 class Recording:
     """What a run leaves for its reports: every event (as ``--json`` prints it, explanations included), the
@@ -504,6 +521,8 @@ def simulate(path: str | Path, *, as_json: bool = False, out: TextIO | None = No
         sim.explain = explain or record is not None
         if record is not None:
             record.start = sim.t0
+            # host samples go to the reports only: the --json stream keeps the events of the contract
+            sim.on_host = lambda h: record.events.append(host_event(sim.rel(h.now), h))
         if not as_json:
             emit.t0 = sim.t0  # type: ignore[attr-defined]
         code = sim.run()

@@ -159,7 +159,9 @@ def _svg(tl: Timeline, clock: Clock) -> str:
     for t, label in clock.ticks(tl.t_begin, tl.t_end, 14):
         x = sc.x(t)
         axis.append(f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{AXIS_H - 6}" y2="{height}"/>'
-                    f'<text x="{x + 2:.1f}" y="{AXIS_H - 10}">{_e(label)}</text>')
+                    + (f'<text x="{x + 2:.1f}" y="{AXIS_H - 10}">{_e(label)}</text>'
+                       if x + 7 * len(label) < LABEL_W + CHART_W + 10 else
+                       f'<text x="{x - 2:.1f}" y="{AXIS_H - 10}" text-anchor="end">{_e(label)}</text>'))
     defs = ('<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
             'patternTransform="rotate(45)"><rect width="3" height="6" fill="#fff" fill-opacity="0.45"/>'
             "</pattern></defs>")
