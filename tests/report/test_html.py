@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-import simkit
-from startd import scenario as sc
+from startd.simulate import Recording, simulate
 from startd.report import html_report
 from test_gantt import EVENTS, T0
 
@@ -33,11 +33,12 @@ def expected_spans(events: list[dict]) -> int:
 
 
 def report_of(path: Path) -> tuple[list[dict], str]:
-    _, events, _ = simkit.run(path)
-    scen = sc.load(path)
-    page = html_report(list(events), title=scen.name or path.name, scenario_start=scen.start_epoch(),
-                       tz=scen.utc_offset())
-    return list(events), page
+    """The report ``startd simulate --report`` writes for ``path``: the run's events with their explanations
+    and the host samples the simulator fed."""
+    record = Recording()
+    assert simulate(path, as_json=True, out=io.StringIO(), record=record) in (0, 1)
+    page = html_report(record.events, title=record.title, scenario_start=record.start, tz=record.tz)
+    return record.events, page
 
 
 def test_one_band_per_state_span_with_its_transition_and_reason_on_hover() -> None:
@@ -99,8 +100,18 @@ def test_host_metrics_come_from_host_events_and_else_say_they_are_missing() -> N
     assert metrics == {"load_avg", "keyboard_idle", "memory"}
 
 
-def test_snapshots_stand_in_for_host_samples() -> None:
+def test_the_host_samples_of_the_run_are_drawn() -> None:
+    # simulate --report hands the report every host sample it fed the engine (startd.simulate.host_event)
     events, page = report_of(next(p for p in CONFIGS if p.name == "desktop.scenario.yaml"))
+    assert any(e["event"] == "host" for e in events)
+    assert "snapshot(s) only" not in page
+    assert {"load_avg", "keyboard_idle"} <= {g.get("data-metric") for g in _svg(page).iter(f"{SVG}g")}
+
+
+def test_snapshots_stand_in_for_host_samples_when_there_are_none() -> None:
+    events = [e for e in report_of(next(p for p in CONFIGS if p.name == "desktop.scenario.yaml"))[0]
+              if e["event"] != "host"]
+    page = html_report(events, title="t", scenario_start=T0, tz=0)
     assert "read from the slot ads of the 1 snapshot(s)" in page
     assert "load_avg" in {g.get("data-metric") for g in _svg(page).iter(f"{SVG}g")}
 
