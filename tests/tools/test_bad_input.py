@@ -86,6 +86,7 @@ def _base(name: str, f: Files, opts: dict[str, argparse.Action]) -> list[str]:
         "simulate": [str(f.scenario)],
         "analyze": ["--job", str(f.job)],
         "submit": [str(f.job)],
+        "record": ["-o", str(f.dir / "trace.jsonl"), "--duration", "1"],
     }.get(name, [])
 
 
