@@ -58,7 +58,7 @@ from .daemon_loop import (
 )
 from .engine import Engine
 from .engine import events as ev
-from .logfiles import LineFile, LineFileHandler, Rotation
+from .logfiles import LineFileHandler, Rotation
 from .metrics import Metrics
 from .transport.address import daemon_address_file
 from .transport.service import Transport
@@ -193,9 +193,7 @@ class Daemon(DaemonLoop):
                 raise
             log.error("event log rotation knobs not usable, keeping the previous ones", error=str(e))
             return
-        f = getattr(self.event_log, "_f", None)
-        if isinstance(f, LineFile):
-            f.set_rotation(rotation)
+        self.event_log.set_rotation(rotation)
 
     def _apply_log_rotation(self, conf: Any) -> None:
         """MAX_STARTD_LOG and MAX_NUM_STARTD_LOG again, for StartLog (TRUNC_STARTD_LOG_ON_OPEN applies only
@@ -452,10 +450,7 @@ def run(args: argparse.Namespace) -> int:
         dirs = DaemonDirs.resolve(conf)
         rotation, truncate = startd_log_rotation(conf)
         event_log_rotation(conf)  # checked here, before anything starts
-    except ConfigError as e:
-        print(f"{prog}: ConfigError: {e}", file=sys.stderr)
-        return 2
-    except ValueError as e:
+    except ValueError as e:  # ConfigError, and a rotation knob that is not a size or a count
         print(f"{prog}: ConfigError: {e}", file=sys.stderr)
         return 2
     except OSError as e:
@@ -475,7 +470,7 @@ def run(args: argparse.Namespace) -> int:
     restarting = False
     try:
         code, daemon = _serve(args, conf, dirs, rotation, truncate, lock_warnings)
-        if code == 0 and daemon is not None and getattr(daemon, "restart_requested", False):
+        if code == 0 and daemon is not None and daemon.restart_requested:
             restarting = True
             return _restart(args, lock)
         return code

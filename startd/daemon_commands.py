@@ -18,8 +18,11 @@ from typing import Any
 
 import structlog
 
+from . import CONDOR_VERSION
 from . import config as _config
+from .classad import ClassAd
 from .classad.jsonform import ad_to_obj
+from .config.describe import PatternError, answer
 from .engine import events as ev
 from .engine.claim import public_claim_id
 from .security.jobowner import OwnerRefused, owner_decision
@@ -69,30 +72,42 @@ class CommandHandling:
             return set()
         return {lvl.name for lvl in security.table.levels(identity, client_is_local=security.client_is_local)}
 
-    def _with_owner_checked(self, cmd: msg.BaseCommand, identity: Identity) -> tuple[msg.BaseCommand, bool]:
-        """The command with its job's Owner vouched for (filled in when missing), and whether the job may
-        run as that Owner. Raises OwnerRefused."""
+    def _with_owner_checked(self, cmd: msg.BaseCommand,
+                            identity: Identity) -> tuple[msg.BaseCommand, bool, ClassAd | None]:
+        """The command with its job's Owner vouched for (filled in when missing), whether the job may run as
+        that Owner, and the job ad so checked (None without one). Raises OwnerRefused."""
         job = msg._job_ad(getattr(cmd, "job", None))
         checked, trusted = owner_decision(job, identity, may_act_for_others="DAEMON" in self._levels(identity),
                                           uid_domain=self.conf.get("UID_DOMAIN") or "")
         if checked is not job and checked is not None:
             cmd = cmd.model_copy(update={"job": ad_to_obj(checked)})
-        return cmd, trusted
+        return cmd, trusted, checked
 
     @staticmethod
-    def _job_refused(cmd: msg.BaseCommand) -> str | None:
-        """Why the command's job ad cannot run, or None. Read once here, before anything changes: a job
-        the starter would refuse (NUL bytes, sizes, types, paths leaving the sandbox, bad user names) is
+    def _job_refused(job: ClassAd | None, *, activation: bool) -> str | None:
+        """Why a command's job ad cannot run, or None. Read here, before anything changes: a job the
+        starter would refuse (NUL bytes, sizes, types, paths leaving the sandbox, bad user names) is
         refused with the claim untouched, instead of being claimed or activated and then failing. A
         request_claim's ad need not name its Cmd yet (it may be a matching ad); an activation's must."""
-        job = msg._job_ad(getattr(cmd, "job", None))
         if job is None:
             return None
         try:
-            JobDescription.from_ad(job, require_cmd=isinstance(cmd, msg.ActivateClaimCommand))
+            JobDescription.from_ad(job, require_cmd=activation)
         except JobAdError as e:
             return str(e)
         return None
+
+    def _config_val(self, cmd: msg.ConfigValCommand) -> msg.ReplyMessage:
+        """condor_config_val -startd: what the live configuration says of the names asked, secrets withheld
+        (:func:`startd.config.describe.answer`; READ level)."""
+        try:
+            data = answer(self.conf, cmd.names, cmd.dump, cmd.summary)
+        except PatternError as e:
+            return msg.error_reply(cmd.request_id, str(e), command="config_val")
+        except TimeoutError:
+            return msg.error_reply(cmd.request_id, f"-dump pattern {cmd.dump!r} took too long to match",
+                                   command="config_val")
+        return msg.make_reply(cmd.request_id, True, command="config_val", version=CONDOR_VERSION, **data)
 
     def _remember_trust(self, claim_id: str, trusted: bool) -> None:
         if len(self.owner_trust) > 64 and self.engine is not None:
@@ -112,20 +127,17 @@ class CommandHandling:
             ads = {s: self.engine.slot_ad(s) for s in self.engine.slot_names()}
             return msg.query_reply(cmd, ads, now=time.time())
         if isinstance(cmd, msg.ConfigValCommand):
-            # condor_config_val -startd: the live configuration, secrets withheld (READ level)
-            from .tools.config_val import config_val_reply
-
-            return config_val_reply(cmd, self.conf)
+            return self._config_val(cmd)
         trusted: bool | None = None
         if isinstance(cmd, (msg.RequestClaimCommand, msg.ActivateClaimCommand)):
             try:
-                cmd, trusted = self._with_owner_checked(cmd, identity)
+                cmd, trusted, job = self._with_owner_checked(cmd, identity)
             except OwnerRefused as e:
                 log.warning("command refused", command=cmd.command, identity=identity.user, reason=str(e))
                 return msg.error_reply(cmd.request_id, str(e), command=cmd.command)
             if isinstance(cmd, msg.ActivateClaimCommand) and cmd.job is None:
                 trusted = None  # the claim's own job, vouched for when the claim was made
-            refused = self._job_refused(cmd)
+            refused = self._job_refused(job, activation=isinstance(cmd, msg.ActivateClaimCommand))
             if refused is not None:
                 log.warning("command refused", command=cmd.command, identity=identity.user, reason=refused)
                 return msg.error_reply(cmd.request_id, refused, command=cmd.command)

@@ -55,7 +55,7 @@ from .engine import events as ev
 from .engine.claim import public_claim_id
 from .host import Sampler
 from .host.selfmon import SelfMonitor
-from .logfiles import DROPS, LineFile
+from .logfiles import DROPS, LineFile, Rotation
 from .metrics import Metrics
 from .starter import JobHandle, OwnerPolicy, Starter, StartError, slot_user_knob
 from .transport import messages as msg
@@ -98,6 +98,11 @@ class EventLog:
     def write(self, event: Mapping[str, Any]) -> None:
         if self._f is not None:
             self._f.write_line(json.dumps(event, default=str, ensure_ascii=False))
+
+    def set_rotation(self, rotation: Rotation) -> None:
+        """EVENT_LOG_MAX_SIZE and EVENT_LOG_MAX_ROTATIONS (see :func:`startd.daemon_config.event_log_rotation`)."""
+        if self._f is not None:
+            self._f.set_rotation(rotation)
 
     def close(self) -> None:
         if self._f is not None:

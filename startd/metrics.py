@@ -130,11 +130,11 @@ class Metrics:
         metric("log_lines_dropped_total", "counter", "log lines a full disk kept out of StartLog and the event log",
                [("", DROPS.total)])
         metric("commands_busy_total", "counter", "commands answered busy because the command queue was full",
-               [("", getattr(conn, "commands_busy", 0) if conn is not None else 0)])
+               [("", conn.commands_busy if conn is not None else 0)])
         metric("commands_queued", "gauge", "commands waiting to be carried out",
-               [("", getattr(conn, "commands_queued", 0) if conn is not None else 0)])
+               [("", conn.commands_queued if conn is not None else 0)])
         metric("publications_dropped_total", "counter", "events and replies dropped while the broker was away",
-               [("", getattr(conn, "publications_dropped", 0) if conn is not None else 0)])
+               [("", conn.publications_dropped if conn is not None else 0)])
         registry = daemon.starter.registry
         metric("job_record_write_failures_total", "counter", "failed writes of the SPOOL record of running jobs",
                [("", registry.write_failures if registry is not None else 0)])

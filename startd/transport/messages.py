@@ -227,7 +227,7 @@ class ConfigValCommand(BaseCommand):
     """condor_config_val -startd (DC_CONFIG_VAL): what the daemon's live configuration says of ``names``;
     ``dump``, a regular expression, asks for every knob whose name matches; ``summary`` for what differs
     from the defaults, by file. The reply never carries a value that may hold a secret
-    (:func:`startd.tools.config_val.config_val_reply`)."""
+    (:func:`startd.config.describe.answer`)."""
 
     name: ClassVar[str] = "config_val"
     command: Literal["config_val"]

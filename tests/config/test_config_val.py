@@ -15,7 +15,7 @@ import pytest
 
 from startd import CONDOR_VERSION, config
 from startd.cli import main
-from startd.tools import config_val
+from startd.config.describe import answer, describe
 
 # the daemon tests' kit starts a daemon in this process (as tests/faults does)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "daemon"))
@@ -320,9 +320,9 @@ def test_describe_withholds_secrets_only_when_answering_for_the_daemon(tmp_path:
     conf = config.load(text="DB_PASSWORD = hunter2\nUSES = x $(DB_PASSWORD)\nHOME_ENV = $ENV(MY_TOKEN)\n"
                             "URL = mqtt://bob:hunter2@broker:1883\nPLAIN = fine\n",
                        env={"MY_TOKEN": "tok"})
-    local = {n: config_val.describe(conf, n) for n in ("DB_PASSWORD", "USES", "HOME_ENV", "URL")}
+    local = {n: describe(conf, n) for n in ("DB_PASSWORD", "USES", "HOME_ENV", "URL")}
     assert [local[n].value for n in local] == ["hunter2", "x hunter2", "tok", "mqtt://bob:hunter2@broker:1883"]
-    told = {n: config_val.describe(conf, n, hide_secrets=True) for n in ("DB_PASSWORD", "USES", "HOME_ENV", "URL",
+    told = {n: describe(conf, n, hide_secrets=True) for n in ("DB_PASSWORD", "USES", "HOME_ENV", "URL",
                                                                            "PLAIN", "SEC_TOKEN_DIRECTORY")}
     assert told["DB_PASSWORD"].secret and told["DB_PASSWORD"].raw is None and told["DB_PASSWORD"].value is None
     assert told["USES"].secret and told["USES"].value is None and told["USES"].raw == "x $(DB_PASSWORD)"
@@ -350,14 +350,9 @@ def test_config_val_command_parses_and_is_read_level() -> None:
     assert COMMAND_LEVELS["config_val"] is Level.READ and COMMAND_PERMISSIONS["config_val"] is Permission.READ
 
 
-def test_config_val_reply_from_a_configuration() -> None:
-    from startd.transport.messages import ConfigValCommand
-
+def test_the_daemons_answer_from_a_configuration() -> None:
     conf = config.load(text="A = 1\nB = $(A)2\nX_PASSWORD = no\n")
-    cmd = ConfigValCommand(command="config_val", request_id=7, names=["B", "x_password", "nope"], dump="^[ab]$",
-                           summary=True)
-    r = json.loads(config_val.config_val_reply(cmd, conf).to_payload())
-    assert r["ok"] and r["request_id"] == 7
+    r = json.loads(json.dumps(answer(conf, ["B", "x_password", "nope"], "^[ab]$", True)))
     b, pw, nope = r["knobs"]
     assert (b["name"], b["value"], b["raw"], b["at"]) == ("B", "12", "$(A)2", "<string>:2")
     assert pw["secret"] and pw["value"] is None and pw["raw"] is None
