@@ -134,13 +134,14 @@ class ClassAd(MutableMapping[str, Expr]):
     Assigning a Python value stores it as a literal; assigning an :class:`Expr` stores the expression.
     """
 
-    __slots__ = ("_attrs", "_names", "_parent", "_shared", "__weakref__")
+    __slots__ = ("_attrs", "_names", "_parent", "_shared", "_gen", "__weakref__")
 
     def __init__(self, init: "Mapping[str, Any] | str | None" = None, **kwargs: Any) -> None:
         self._attrs: dict[str, Node] = {}
         self._names: dict[str, str] = {}
         self._parent: ClassAd | None = None
         self._shared = False
+        self._gen = 0
         if isinstance(init, str):
             parsed = parse_ad(init)
             self._attrs = dict(parsed._attrs)
@@ -159,6 +160,7 @@ class ClassAd(MutableMapping[str, Expr]):
         ad._names = names
         ad._parent = parent
         ad._shared = True
+        ad._gen = 0
         return ad
 
     def _own(self) -> None:
@@ -183,7 +185,11 @@ class ClassAd(MutableMapping[str, Expr]):
             old = self._attrs.get(lname)
             if not (type(old) is Literal and type(old.value) is type(value) and old.value == value):
                 self._attrs[lname] = Literal(value)
+                self._gen += 1
+            elif self._names[lname] == name:
+                return  # the same value under the same spelling: nothing changed
             self._names[lname] = name
+            self._gen += 1
             return
         if not isinstance(name, str) or not name:
             raise KeyError(f"invalid attribute name {name!r}")
@@ -194,6 +200,7 @@ class ClassAd(MutableMapping[str, Expr]):
         lname = name.lower()
         self._attrs[lname] = node
         self._names[lname] = name
+        self._gen += 1
 
     def __delitem__(self, name: str) -> None:
         lname = name.lower()
@@ -202,6 +209,7 @@ class ClassAd(MutableMapping[str, Expr]):
         self._own()
         del self._attrs[lname]
         del self._names[lname]
+        self._gen += 1
 
     def __iter__(self) -> Iterator[str]:
         return iter(list(self._names.values()))
@@ -270,6 +278,14 @@ class ClassAd(MutableMapping[str, Expr]):
         """True when each ad's Requirements is exactly ``true`` against the other."""
         return a.evaluate("Requirements", b, now=now) is True and b.evaluate("Requirements", a, now=now) is True
 
+    @property
+    def generation(self) -> int:
+        """A counter that grows whenever this ad changes (an attribute set to a different value or
+        spelling, added or removed); equal generations of the same ad object mean the same content, so
+        a cache of anything derived from the ad (its JSON, its text) can be keyed on ``(ad, generation)``.
+        Storing a value equal to the one already there does not count as a change."""
+        return self._gen
+
     def copy(self) -> "ClassAd":
         """A shallow copy (expressions are shared; they are immutable)."""
         ad = ClassAd()
@@ -282,6 +298,7 @@ class ClassAd(MutableMapping[str, Expr]):
             self._own()
             self._attrs.update(other._attrs)
             self._names.update(other._names)
+            self._gen += 1
         else:
             super().update(other, **kwargs)
         for k, v in kwargs.items():

@@ -1,0 +1,34 @@
+"""An ad's generation counts its changes, so anything derived from it (its JSON, its published text) can be
+cached on (ad, generation) and rebuilt only when the ad really changed."""
+
+from startd.classad import ClassAd, Expr
+
+
+def test_storing_an_equal_value_is_not_a_change():
+    ad = ClassAd({"Cpus": 4, "State": "Unclaimed"})
+    g = ad.generation
+    ad["Cpus"] = 4
+    ad["State"] = "Unclaimed"
+    assert ad.generation == g
+
+
+def test_a_different_value_type_or_spelling_is_a_change():
+    ad = ClassAd({"Cpus": 4})
+    seen = [ad.generation]
+    for step in (lambda: ad.__setitem__("Cpus", 5),      # value
+                 lambda: ad.__setitem__("Cpus", 5.0),    # type: 5 and 5.0 are different literals
+                 lambda: ad.__setitem__("CPUS", 5.0),    # spelling (a JSON key or a printed name changes)
+                 lambda: ad.__setitem__("Start", Expr("Cpus > 1")),
+                 lambda: ad.__delitem__("Start"),
+                 lambda: ad.update(ClassAd({"Memory": 1024}))):
+        step()
+        assert ad.generation > seen[-1]
+        seen.append(ad.generation)
+
+
+def test_a_copy_changes_on_its_own():
+    ad = ClassAd({"Cpus": 4})
+    cp = ad.copy()
+    g = ad.generation
+    cp["Cpus"] = 8
+    assert ad.generation == g and ad["Cpus"] == Expr("4")
