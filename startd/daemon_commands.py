@@ -56,6 +56,9 @@ class CommandHandling:
     async def feed(self, inp: ev.Input) -> list[ev.Output]:
         raise NotImplementedError
 
+    async def _answer_query(self, cmd: msg.QueryCommand) -> msg.ReplyMessage:
+        raise NotImplementedError
+
     async def _adopt_config(self, new: Any, by: str) -> None:
         raise NotImplementedError
 
@@ -124,8 +127,7 @@ class CommandHandling:
         self.metrics.inc("commands")
         identity = current_identity.get()
         if isinstance(cmd, msg.QueryCommand):
-            ads = {s: self.engine.slot_ad(s) for s in self.engine.slot_names()}
-            return msg.query_reply(cmd, ads, now=time.time())
+            return await self._answer_query(cmd)  # startd.daemon_ads: in slices, from cached JSON
         if isinstance(cmd, msg.ConfigValCommand):
             return self._config_val(cmd)
         trusted: bool | None = None

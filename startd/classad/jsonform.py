@@ -45,6 +45,28 @@ def _node_to_json(node: Node) -> Any:
     return f"/Expr({unparse_node(node)})/"
 
 
+def node_to_json_obj(node: Node) -> Any:
+    """The JSON data of one expression tree (an attribute's value in :func:`ad_to_obj`)."""
+    return _node_to_json(node)
+
+
+_STABLE_LITERALS = frozenset((bool, int, float, str, type(UNDEFINED)))
+
+
+def node_json_is_stable(node: Node) -> bool:
+    """Whether the JSON of ``node`` depends on the tree alone, so that it can be kept with the tree: not
+    for a literal holding a mutable value (a list or a nested ad changed in place keeps its tree)."""
+    t = type(node)
+    if t is Literal:
+        v = cast(Literal, node).value
+        return type(v) in _STABLE_LITERALS or not isinstance(v, (ClassAd, list, dict))
+    if t is ListExpr:
+        return all(node_json_is_stable(n) for n in cast(ListExpr, node).items)
+    if t is RecordExpr:
+        return all(node_json_is_stable(n) for _, n in cast(RecordExpr, node).attrs)
+    return True
+
+
 def ad_to_obj(ad: ClassAd) -> dict[str, Any]:
     """The JSON object (as Python data) of an ad; expression strings are ``/Expr(...)/``."""
     return {ad._names[k]: _node_to_json(n) for k, n in ad._attrs.items()}

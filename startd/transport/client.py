@@ -39,6 +39,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from ..classad import ClassAd, to_json
 from .connect import QOS, abandon_client, connect
 from .dispatch import DEFAULT_MAX_COMMAND_BYTES, CommandDispatcher
+from .adjson import AdJsonCache
 from .messages import ReplyMessage, error_reply, public_ad
 from .queue import (
     DEFAULT_COMMAND_QUEUE_LENGTH,
@@ -112,6 +113,8 @@ class StartdConnection:
         self.connections = 0  # how many times a connection was established (1 + reconnections)
         self.protocol: str | None = None
         self._retained: dict[str, bytes] = {}
+        #: the JSON of each slot's ad, rebuilt only when the ad changed (and then only what changed)
+        self.ad_json = AdJsonCache()
         self._dirty: OrderedDict[str, None] = OrderedDict()
         self._backlog = Backlog(max_backlog)
         self._wakeup = asyncio.Event()
@@ -164,12 +167,15 @@ class StartdConnection:
         self._idle.clear()
         self._wakeup.set()
 
-    def publish_ad(self, slot: str, ad: ClassAd | Mapping[str, Any] | str | bytes, *, force: bool = False) -> None:
+    def publish_ad(self, slot: str, ad: ClassAd | Mapping[str, Any] | str | bytes, *, force: bool = False,
+                   key: ClassAd | None = None, gen: int | None = None) -> None:
         """The slot's ad (retained). A ClassAd is sent in HTCondor's JSON form, without private attributes.
-        An unchanged ad is not sent again unless ``force`` (the periodic UPDATE_INTERVAL publication)."""
+        An unchanged ad is not sent again unless ``force`` (the periodic UPDATE_INTERVAL publication).
+        ``key`` and ``gen``: the ad (and its generation) that ``ad`` is a copy of, whose generation says
+        whether the JSON made before is still good (see :class:`.adjson.AdJsonCache`)."""
         topic = self.topics.slot(slot)
         if isinstance(ad, ClassAd):
-            payload = to_json(public_ad(ad)).encode()
+            payload = self.ad_json.payload(slot, ad, key=key, gen=gen)
         elif isinstance(ad, (str, bytes)):
             payload = ad.encode() if isinstance(ad, str) else ad
         else:
@@ -183,6 +189,7 @@ class StartdConnection:
         """The slot went away: an empty retained message clears its ad on the broker."""
         topic = self.topics.slot(slot)
         self._retained.pop(topic, None)
+        self.ad_json.forget(slot)
         self._mark(topic)
 
     def set_daemon_ad(self, ad: ClassAd | Mapping[str, Any] | None) -> None:

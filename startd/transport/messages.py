@@ -16,15 +16,14 @@ import math
 import secrets
 from typing import Annotated, Any, Callable, ClassVar, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from ..classad import ClassAd, ClassAdSyntaxError, evaluation_budget, parse_ad, parse_expr
 from ..classad.jsonform import ad_to_obj, obj_to_ad, value_to_json_obj
 from ..engine import events as ev
+from .adjson import PRIVATE_ATTRS, AdJsonCache
 
-# Attributes that carry a claim's secret. A claim id is a capability, so it never leaves the daemon
-# except in the reply to the request_claim that created it (HTCondor likewise publishes only PublicClaimId).
-PRIVATE_ATTRS = frozenset({"claimid", "capability", "claimidlist", "claimids", "transferkey"})
+__all__ = ["PRIVATE_ATTRS"]  # defined with the JSON of slot ads (.adjson); a name users import from here
 
 #: How long one query's constraint may take over all the slot ads, in seconds
 QUERY_BUDGET_SECONDS = 0.25
@@ -276,10 +275,33 @@ class ReplyMessage(BaseModel):
     request_id: str | int | None
     ok: bool
     error: str | None = None
+    # arrays whose members are already JSON (name -> texts), written after the other fields: the ads of
+    # a query, made from the texts cached per slot (.adjson) rather than converted again for every reply
+    _raw: dict[str, list[bytes]] = PrivateAttr(default_factory=dict)
+
+    def with_raw(self, **arrays: list[bytes]) -> "ReplyMessage":
+        """This reply with ``arrays`` given as lists of JSON texts (UTF-8), written as they are, after the
+        other fields."""
+        self._raw.update(arrays)
+        return self
 
     def to_payload(self) -> bytes:
         """The reply as JSON bytes (HTCondor's JSON form for any ads it carries)."""
-        return json.dumps(jsonable(self.model_dump()), allow_nan=False).encode()
+        head = json.dumps(jsonable(self.model_dump()), allow_nan=False).encode()
+        if not self._raw:
+            return head
+        # json.dumps writes an object as '{' + ', '.join('key: value') + '}' and a list as
+        # '[' + ', '.join(values) + ']': the raw arrays go on the end, joined once (a reply may be megabytes)
+        parts = [head[:-1]]
+        for k, members in self._raw.items():
+            parts.append(b", " + json.dumps(k).encode() + b": [")
+            for i, m in enumerate(members):
+                if i:
+                    parts.append(b", ")
+                parts.append(m)
+            parts.append(b"]")
+        parts.append(b"}")
+        return b"".join(parts)
 
 
 def make_reply(request_id: str | int | None, ok: bool, error: str | None = None, **data: Any) -> ReplyMessage:
@@ -516,7 +538,8 @@ def reply_from_engine(reply: ev.Reply, cmd: BaseCommand | None = None) -> ReplyM
 
 
 def public_ad(ad: ClassAd) -> ClassAd:
-    """The ad without the attributes that carry a claim's secret."""
+    """The ad without the attributes that carry a claim's secret. (Publication and queries do not copy
+    ads for this: :mod:`.adjson` leaves those attributes out while converting.)"""
     if not any(k.lower() in PRIVATE_ATTRS for k in ad):
         return ad
     out = ad.copy()
@@ -525,22 +548,29 @@ def public_ad(ad: ClassAd) -> ClassAd:
     return out
 
 
-def query_reply(cmd: QueryCommand, ads: dict[str, ClassAd], *, now: float | None = None) -> ReplyMessage:
-    """The reply to ``query`` from the slot ads (name -> ad): ``ads`` is a list in HTCondor's JSON form."""
+def query_projection(cmd: QueryCommand) -> frozenset[str] | None:
+    """The attributes a query asks for (lower-case), or None for all."""
+    return frozenset(p.lower() for p in cmd.projection) if cmd.projection else None
+
+
+def query_answer(cmd: QueryCommand, members: list[bytes]) -> ReplyMessage:
+    """The reply to ``query`` from the JSON texts of the ads selected (:meth:`AdJsonCache.reply_member`)."""
+    return make_reply(cmd.request_id, True, command="query").with_raw(ads=members)
+
+
+def query_reply(cmd: QueryCommand, ads: dict[str, ClassAd], *, now: float | None = None,
+                cache: AdJsonCache | None = None) -> ReplyMessage:
+    """The reply to ``query`` from the slot ads (name -> ad): ``ads`` is a list in HTCondor's JSON form.
+    All at once; the daemon answers through :func:`startd.daemon_query.answer_query`, in slices."""
     if cmd.slot is not None and cmd.slot not in ads:
         return error_reply(cmd.request_id, f"no slot '{cmd.slot}'", command="query")
-    selected = [ads[cmd.slot]] if cmd.slot is not None else [ads[k] for k in ads]
+    names = [cmd.slot] if cmd.slot is not None else list(ads)
     if cmd.constraint is not None:
         constraint = parse_expr(cmd.constraint)
         # a constraint comes from the network and is evaluated on the daemon's event loop (beside the
         # embedded broker): the whole query gets one bounded budget, past which the constraint is error
         with evaluation_budget(QUERY_BUDGET_SECONDS):
-            selected = [a for a in selected if constraint.evaluate(a, now=now) is True]
-    out: list[dict[str, Any]] = []
-    for ad in selected:
-        obj = ad_to_obj(public_ad(ad))
-        if cmd.projection:
-            wanted = {p.lower() for p in cmd.projection}
-            obj = {k: v for k, v in obj.items() if k.lower() in wanted}
-        out.append(obj)
-    return make_reply(cmd.request_id, True, command="query", ads=out)
+            names = [n for n in names if constraint.evaluate(ads[n], now=now) is True]
+    cache = cache if cache is not None else AdJsonCache()
+    wanted = query_projection(cmd)
+    return query_answer(cmd, [cache.reply_member(n, ads[n], projection=wanted) for n in names])

@@ -1,0 +1,272 @@
+"""How ``startd run`` holds up as the number of slots grows.
+
+    .venv/bin/python benchmarks/scale_bench.py [--slots 8,256,2048] [--broker mqtt://127.0.0.1:1883|embedded]
+                                               [--seconds 10] [--idle 10] [--json]
+
+For each N, a real daemon (``startd run``, a subprocess) with N static slots (``NUM_CPUS = NUM_SLOTS = N``, not partitionable) is started
+against the broker (Mosquitto by default, under a topic root of its own; ``embedded`` starts the daemon's
+embedded broker) and measured:
+
+1. **Start-up**: from the spawn to the first answered query (goal: at most 5 s at 2048 slots).
+2. **Idle**: the daemon's CPU as a share of one core over ``--idle`` seconds (goal: at most 1 %), and its
+   resident memory per slot above that of a one-slot daemon (goal: at most 20 KiB a slot).
+3. **Queries under load**: while another process (another connection) asks for the whole machine
+   again and again, one-slot queries are timed (goal: p99 at most 100 ms); the event loop's largest lag
+   over the same time comes from the daemon's own probe (``startd_event_loop_lag_seconds``, the largest
+   delay of the last 10 s, on ``STARTD_METRICS_PORT``; goal: at most 50 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from startd.transport.client import BrokerSession  # noqa: E402
+from startd.transport.settings import MqttSettings, Topics  # noqa: E402
+
+MACHINE = "scale"
+GOAL_STARTUP_S = 5.0
+GOAL_P99_MS = 100.0
+GOAL_LAG_MS = 50.0
+GOAL_KIB_PER_SLOT = 20.0
+GOAL_IDLE_CPU_PCT = 1.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Run:
+    """One ``startd run`` subprocess with ``slots`` static slots."""
+
+    def __init__(self, tmp: Path, slots: int, broker: str) -> None:
+        self.root = f"scale{uuid.uuid4().hex[:8]}"
+        self.local = tmp / f"local{slots}"
+        self.metrics_port = _free_port()
+        self.broker = broker
+        self.cfg = tmp / f"scale{slots}.config"
+        self.cfg.write_text(f"LOCAL_DIR = {self.local}\nSTARTD_MQTT_PREFIX = {self.root}\nSTARTD_BROKER_PORT = 0\n"
+                            f"NUM_CPUS = {slots}\nNUM_SLOTS = {slots}\nSLOT_TYPE_0_PARTITIONABLE = False\n"
+                            f"MEMORY = {slots * 128}\nRUNBENCHMARKS = False\n"
+                            f"STARTD_METRICS_PORT = {self.metrics_port}\n")
+        self.proc: asyncio.subprocess.Process | None = None
+        self.url = ""
+
+    async def start(self) -> float:
+        """Spawn the daemon; returns the time of the spawn (time.monotonic)."""
+        t0 = time.monotonic()
+        argv = [sys.executable, "-m", "startd.cli", "run", "-c", str(self.cfg), "--name", MACHINE]
+        if self.broker != "embedded":
+            argv += ["--broker", self.broker]
+        self.proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
+                                                         stdout=asyncio.subprocess.DEVNULL,
+                                                         stderr=asyncio.subprocess.DEVNULL)
+        return t0
+
+    async def broker_url(self) -> str:
+        if self.broker != "embedded":
+            return self.broker
+        address = self.local / "log" / ".startd_address"
+        for _ in range(1200):
+            if address.exists() and address.read_text().strip():
+                return address.read_text().strip()
+            await asyncio.sleep(0.025)
+        raise RuntimeError("the daemon wrote no address file")
+
+    def settings(self) -> MqttSettings:
+        return MqttSettings.from_url(self.url, {"STARTD_MQTT_PREFIX": self.root})
+
+    def lag_recent_ms(self) -> float:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("startd_event_loop_lag_seconds "):
+                    return float(line.split()[1]) * 1e3
+        raise RuntimeError("no startd_event_loop_lag_seconds in the metrics")
+
+    async def stop(self) -> None:
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGQUIT)
+        try:
+            await asyncio.wait_for(self.proc.wait(), 30)
+        except asyncio.TimeoutError:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+async def _first_answer(run: Run, t0: float) -> float:
+    """Seconds from the spawn to the first ok reply to a query."""
+    run.url = await run.broker_url()
+    topics = Topics(run.root, MACHINE)
+    while True:
+        try:
+            async with BrokerSession(run.settings(), timeout=30) as s:
+                while True:
+                    try:
+                        r = await s.request(topics, {"command": "query", "slot": "slot1"}, timeout=1.0)
+                    except TimeoutError:
+                        continue
+                    if r.get("ok"):
+                        return time.monotonic() - t0
+                    await asyncio.sleep(0.02)
+        except Exception:  # noqa: BLE001 - the embedded broker may not listen yet
+            if time.monotonic() - t0 > 300:
+                raise
+            await asyncio.sleep(0.05)
+
+
+async def _idle(run: Run, seconds: float) -> tuple[float, int]:
+    """CPU share (% of one core) over ``seconds`` and the RSS at the end (bytes)."""
+    assert run.proc is not None
+    p = psutil.Process(run.proc.pid)
+    c0, t0 = p.cpu_times(), time.monotonic()
+    await asyncio.sleep(seconds)
+    c1, t1 = p.cpu_times(), time.monotonic()
+    cpu = (c1.user - c0.user) + (c1.system - c0.system)
+    return 100.0 * cpu / (t1 - t0), p.memory_info().rss
+
+
+async def _one_slot_queries(run: Run, slots: int, seconds: float) -> list[float]:
+    topics = Topics(run.root, MACHINE)
+    lat: list[float] = []
+    async with BrokerSession(run.settings(), timeout=30) as s:
+        end = time.monotonic() + seconds
+        i = 0
+        while time.monotonic() < end:
+            i += 1
+            t = time.perf_counter()
+            r = await s.request(topics, {"command": "query", "slot": f"slot{1 + i % slots}"}, timeout=30)
+            lat.append(time.perf_counter() - t)
+            if not r.get("ok"):
+                raise RuntimeError(f"query refused: {r.get('error')}")
+            await asyncio.sleep(0.02)
+    return lat
+
+
+async def hammer(url: str, root: str, seconds: float) -> None:
+    """Full-machine queries back to back for ``seconds``; prints their count, sizes and median time."""
+    topics = Topics(root, MACHINE)
+    times: list[float] = []
+    size = 0
+    async with BrokerSession(MqttSettings.from_url(url, {"STARTD_MQTT_PREFIX": root}), timeout=60) as s:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            t = time.perf_counter()
+            r = await s.request(topics, {"command": "query"}, timeout=60)
+            times.append(time.perf_counter() - t)
+            size = len(r.get("ads") or [])
+    print(json.dumps({"full_queries": len(times), "ads": size,
+                      "full_p50_ms": round(statistics.median(times) * 1e3, 1) if times else None,
+                      "full_max_ms": round(max(times) * 1e3, 1) if times else None}))
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+async def measure(tmp: Path, slots: int, broker: str, seconds: float, idle_s: float, base_rss: int | None) -> dict[str, Any]:
+    run = Run(tmp, slots, broker)
+    t0 = await run.start()
+    try:
+        startup = await _first_answer(run, t0)
+        await asyncio.sleep(2.0)  # the first publication of every ad settles
+        cpu_pct, rss = await _idle(run, idle_s)
+        out: dict[str, Any] = {"slots": slots, "startup_s": round(startup, 2), "idle_cpu_pct": round(cpu_pct, 3),
+                               "rss_mib": round(rss / 2**20, 1), "rss_bytes": rss}
+        if base_rss is not None and slots > 1:
+            out["kib_per_slot"] = round((rss - base_rss) / 1024 / (slots - 1), 2)
+        if seconds > 0:
+            ham = await asyncio.create_subprocess_exec(
+                sys.executable, __file__, "--hammer", run.url, run.root, str(seconds + 1.0),
+                stdout=asyncio.subprocess.PIPE)
+            await asyncio.sleep(1.0)
+            lat = await _one_slot_queries(run, slots, seconds)
+            lag_ms = await asyncio.get_running_loop().run_in_executor(None, run.lag_recent_ms)
+            stdout, _ = await ham.communicate()
+            out.update({"one_slot_queries": len(lat), "p50_ms": round(_pct(lat, 0.5) * 1e3, 1),
+                        "p99_ms": round(_pct(lat, 0.99) * 1e3, 1), "max_ms": round(max(lat) * 1e3, 1),
+                        "loop_lag_ms": round(lag_ms, 1)})
+            with contextlib.suppress(ValueError):
+                out.update(json.loads(stdout.decode().strip().splitlines()[-1]))
+        return out
+    finally:
+        await run.stop()
+
+
+def _verdict(ok: bool) -> str:
+    return "ok" if ok else "MISSED"
+
+
+def report(r: dict[str, Any]) -> None:
+    n = r["slots"]
+    print(f"--- {n} slots ---")
+    goal_start = GOAL_STARTUP_S
+    print(f"  start-up to first answered query: {r['startup_s']:.2f} s (goal <= {goal_start:g} s) "
+          f"{_verdict(r['startup_s'] <= goal_start)}")
+    print(f"  idle CPU: {r['idle_cpu_pct']:.3f} % of one core (goal <= {GOAL_IDLE_CPU_PCT:g} %) "
+          f"{_verdict(r['idle_cpu_pct'] <= GOAL_IDLE_CPU_PCT)}")
+    if "kib_per_slot" in r:
+        print(f"  RSS {r['rss_mib']} MiB, {r['kib_per_slot']:.1f} KiB per slot above a one-slot daemon "
+              f"(goal <= {GOAL_KIB_PER_SLOT:g} KiB) {_verdict(r['kib_per_slot'] <= GOAL_KIB_PER_SLOT)}")
+    if "p99_ms" in r:
+        print(f"  one-slot query under full-machine load: p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms, "
+              f"max {r['max_ms']} ms over {r['one_slot_queries']} queries (goal p99 <= {GOAL_P99_MS:g} ms) "
+              f"{_verdict(r['p99_ms'] <= GOAL_P99_MS)}")
+        print(f"  full-machine queries meanwhile: {r.get('full_queries')} of {r.get('ads')} ads, "
+              f"p50 {r.get('full_p50_ms')} ms, max {r.get('full_max_ms')} ms")
+        print(f"  event-loop lag max (daemon's probe, last 10 s): {r['loop_lag_ms']} ms "
+              f"(goal <= {GOAL_LAG_MS:g} ms) {_verdict(r['loop_lag_ms'] <= GOAL_LAG_MS)}")
+
+
+async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="startd-scale-") as tmp:
+        base = await measure(Path(tmp), 1, args.broker, 0, args.idle, None)
+        for n in [int(x) for x in args.slots.split(",") if x.strip()]:
+            r = await measure(Path(tmp), n, args.broker, args.seconds, args.idle, int(base["rss_bytes"]))
+            results.append(r)
+            if args.json:
+                print(json.dumps(r), flush=True)
+            else:
+                report(r)
+    return results
+
+
+def main() -> None:
+    if len(sys.argv) == 5 and sys.argv[1] == "--hammer":
+        asyncio.run(hammer(sys.argv[2], sys.argv[3], float(sys.argv[4])))
+        return
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--slots", default="8,256,2048", help="comma-separated slot counts (default 8,256,2048)")
+    ap.add_argument("--broker", default="mqtt://127.0.0.1:1883", help="broker URL, or 'embedded'")
+    ap.add_argument("--seconds", type=float, default=12.0, help="length of the query load (default 12)")
+    ap.add_argument("--idle", type=float, default=10.0, help="length of the idle measurement (default 10)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
