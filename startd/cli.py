@@ -36,7 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "off": ("startd.tools.onoff", "shut the daemon down, as condor_off does"),
     "restart": ("startd.tools.onoff", "shut the daemon down and start it afresh, as condor_restart does"),
     "on": ("startd.tools.onoff", "start the daemon unless it is running, as condor_on does"),
-    "health": ("startd.health", "the container health check: exit 0 when this machine's startd is online"),
+    "health": ("startd.health", "the health check: exit 0 when this machine's startd answers and is within its bounds"),
+    "stop-timeout": ("startd.supervise", "the seconds a graceful shutdown may take (docker --stop-timeout, TimeoutStopSec)"),
     "token": ("startd.tools.token", "create and list IDTOKENS, as condor_token_create and condor_token_list do"),
     "record": ("startd.tools.record", "sample the host as the daemon does and write a trace for host_trace:"),
 }
@@ -253,6 +254,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as e:
+        # no traceback reaches a user: one line (with -debug, the traceback too, for a report)
+        if debug is not None:
+            import traceback
+
+            traceback.print_exc()
+        print(f"startd {args.command}: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
     finally:
         if undo is not None:
             undo()

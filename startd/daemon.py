@@ -58,8 +58,19 @@ from .daemon_loop import (
 )
 from .engine import Engine
 from .engine import events as ev
+from .engine.policy import read_policy
 from .logfiles import LineFileHandler, Rotation
 from .metrics import Metrics
+from .supervise import (
+    CLOSE_LIMIT,
+    FAST_SHUTDOWN_LIMIT,
+    STARTER_REPORT_SLACK,
+    HealthFile,
+    Notifier,
+    OrphanReaper,
+    become_subreaper,
+    health_file_path,
+)
 from .transport.address import daemon_address_file
 from .transport.service import Transport
 from .watchdog import ExitWatchdog
@@ -70,16 +81,14 @@ __all__ = ["IDLE_SAMPLE_INTERVAL", "SAMPLE_LEAD", "CronRunner", "Daemon", "Daemo
 
 log = structlog.get_logger("startd.daemon")
 
-#: How long a fast shutdown may take before the event loop stops waiting for the engine (jobs are killed
-#: at once; this is for the starters to be reaped and the last ads to go out).
-FAST_SHUTDOWN_LIMIT = 10.0
-#: How long closing may take (the clock, cron, killing what is left, the transport, the metrics endpoint);
-#: each step has its own limit, this is their sum with room to spare.
-CLOSE_LIMIT = 30.0
+# FAST_SHUTDOWN_LIMIT: how long a fast shutdown may take before the event loop stops waiting for the engine
+# (jobs are killed at once; this is for the starters to be reaped and the last ads to go out). CLOSE_LIMIT:
+# how long closing may take (the clock, cron, killing what is left, the transport, the metrics endpoint);
+# each step has its own limit, this is their sum with room to spare. STARTER_REPORT_SLACK: after the last
+# job's KILLING_TIMEOUT, time for its starter to report and be reaped. (In startd.supervise, which tells
+# docker and systemd how long a stop may take.)
 #: How long leaving the event loop may take once the daemon is closed.
 FINAL_EXIT_LIMIT = 10.0
-#: After the last job's KILLING_TIMEOUT, time for its starter to report and be reaped.
-STARTER_REPORT_SLACK = 5.0
 
 
 def _knob_seconds(conf: Any, name: str, default: float) -> float:
@@ -179,6 +188,11 @@ class Daemon(DaemonLoop):
         #: ends the process if a shutdown overruns its bound (see startd.watchdog)
         self.watchdog = ExitWatchdog(self.kill_jobs_now)
         self._escalation: asyncio.TimerHandle | None = None
+        #: systemd's notifications (nothing without NOTIFY_SOCKET)
+        self.notifier = Notifier()
+        #: reaps the orphans re-parented to this process (set by `startd run` when it is a subreaper or PID 1)
+        self.reaper: OrphanReaper | None = None
+        self.health = HealthFile(health_file_path(self.dirs.log), self._health_probe)
         self._apply_event_log_rotation(conf, strict=True)
 
     # -- log rotation --------------------------------------------------------------------------------
@@ -249,12 +263,21 @@ class Daemon(DaemonLoop):
             await self._start_metrics()
             self._clock_task = asyncio.create_task(self._clock(), name="startd-clock")
             self.metrics.lag.start()
+            self.health.start()
+            if self.reaper is not None:
+                self.reaper.start()
+            self.notifier.ready(f"serving {len(self.engine.slot_names())} slots at {self.transport.url}")
+            self.notifier.start_watchdog()
         except BaseException:
             # closed here, and forgotten so that close() does not close it again
             transport, self.transport = self.transport, None
             if transport is not None:
                 await transport.close()
             raise
+
+    def _health_probe(self) -> tuple[float, bool]:
+        conn = self.transport.connection if self.transport is not None else None
+        return self.metrics.lag.recent, conn is not None and conn.connected.is_set()
 
     async def _start_metrics(self) -> None:
         port = self.conf.get("STARTD_METRICS_PORT")
@@ -272,18 +295,21 @@ class Daemon(DaemonLoop):
 
     async def reconfigure(self) -> bool:
         """SIGHUP: read the configuration again. A broken one is refused and the old one stays."""
+        self.notifier.reloading()
         try:
             new = _config.reload(self.conf)
+            outputs = await self.feed(ev.Reconfig(now=time.time(), request=None, config=new))
+            reply = next((o for o in outputs if isinstance(o, ev.Reply)), None)
+            if reply is not None and not reply.accepted:
+                log.error("reconfig failed, keeping the previous configuration", error=reply.error)
+                return False
+            await self._adopt_config(new, "SIGHUP")
+            return True
         except ConfigError as e:
             log.error("reconfig failed, keeping the previous configuration", error=str(e))
             return False
-        outputs = await self.feed(ev.Reconfig(now=time.time(), request=None, config=new))
-        reply = next((o for o in outputs if isinstance(o, ev.Reply)), None)
-        if reply is not None and not reply.accepted:
-            log.error("reconfig failed, keeping the previous configuration", error=reply.error)
-            return False
-        await self._adopt_config(new, "SIGHUP")
-        return True
+        finally:
+            self.notifier.reloaded("serving")
 
     # -- shutdown ------------------------------------------------------------------------------------
 
@@ -323,9 +349,11 @@ class Daemon(DaemonLoop):
             bound = min(self._graceful_bound(), _knob_seconds(self.conf, "SHUTDOWN_GRACEFUL_TIMEOUT", 1800.0))
             self._escalation = loop.call_later(bound, self._escalate, "graceful shutdown overran its bound")
             self.watchdog.arm(bound + FAST_SHUTDOWN_LIMIT + CLOSE_LIMIT, f"graceful shutdown, bound {bound:.0f} s")
+            self.notifier.stopping(bound + FAST_SHUTDOWN_LIMIT + CLOSE_LIMIT)
         elif how == "fast":
             self._escalation = loop.call_later(FAST_SHUTDOWN_LIMIT, self._stop_requested.set)
             self.watchdog.arm(FAST_SHUTDOWN_LIMIT + CLOSE_LIMIT, "fast shutdown")
+            self.notifier.stopping(FAST_SHUTDOWN_LIMIT + CLOSE_LIMIT)
 
     def _escalate(self, why: str) -> None:
         log.warning("shutdown made fast", reason=why)
@@ -374,6 +402,8 @@ class Daemon(DaemonLoop):
         if self._clock_task is not None:
             self._clock_task.cancel()
             await bounded(self._clock_task, 2.0, "the clock")
+        await bounded(self.health.stop(), 2.0, "the health file")
+        await bounded(self.notifier.stop(), 2.0, "the systemd watchdog")
         await bounded(self.cron.stop(), 5.0, "the cron runner")
         results = await bounded(self.starter.shutdown(grace=0, kill_timeout=10.0), 15.0, "killing the jobs")
         if results:
@@ -388,8 +418,13 @@ class Daemon(DaemonLoop):
         if self.transport is not None:
             await bounded(self.transport.close(), 8.0, "the transport")
         await bounded(self.metrics.close(), 2.0, "the metrics endpoint")
+        if self.reaper is not None:
+            await bounded(self.reaper.stop(), 2.0, "the orphan reaper")
         self.event_log.close()
-        log.info("startd exited", machine=self.name)
+        if self.engine is not None:
+            log.info("startd exited", machine=self.name)
+        else:
+            log.info("startd stopped before it served", machine=self.name)
         self.watchdog.disarm()
 
     async def run(self) -> int:
@@ -448,8 +483,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         conf = load_daemon_config(args.config)
         dirs = DaemonDirs.resolve(conf)
+        if dirs.fell_back:
+            # read again with the directories really used, so every knob built on them (STARTD_LOG, the
+            # address file, STARTD_HISTORY...) follows them, now and at every reconfig
+            conf = load_daemon_config(args.config, fixed=dirs.overrides())
         rotation, truncate = startd_log_rotation(conf)
         event_log_rotation(conf)  # checked here, before anything starts
+        read_policy(conf)  # a policy expression that does not parse is refused before anything starts
     except ValueError as e:  # ConfigError, and a rotation knob that is not a size or a count
         print(f"{prog}: ConfigError: {e}", file=sys.stderr)
         return 2
@@ -509,6 +549,9 @@ def _serve(args: argparse.Namespace, conf: Any, dirs: DaemonDirs, rotation: Rota
             print(f"{prog}: error: --record {args.record}: {e.strerror or e}", file=sys.stderr)
             return 2, None
         daemon.on_sample = writer.write
+    if become_subreaper() or os.getpid() == 1:
+        # the orphans a job leaves behind come to this process: reap them as they end
+        daemon.reaper = OrphanReaper(lambda: [h.pid for h in list(daemon.starter.handles.values())])
     try:
         code = asyncio.run(daemon.run())
         daemon.watchdog.disarm()

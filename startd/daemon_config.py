@@ -11,6 +11,7 @@ import fcntl
 import ipaddress
 import os
 import socket
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,27 @@ def _writable_dir(path: Path) -> bool:
     return os.access(path, os.W_OK | os.X_OK)
 
 
+def unusable_directory(configured: str | None) -> str:
+    """Why ``configured`` cannot be the daemon's directory, in words an operator can act on: the nearest
+    existing directory on its path, its owner and mode, and this process's uid and gid."""
+    if not configured:
+        return "not set"
+    me = f"uid {os.geteuid()}, gid {os.getegid()}"
+    p = Path(configured)
+    while not p.exists() and p.parent != p:
+        p = p.parent
+    try:
+        st = p.stat()
+    except OSError as e:
+        return f"{configured} is not usable by this user ({me}): {e.strerror}"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{configured} is not a directory ({p} is a file)"
+    owner = f"{p} is owned by uid {st.st_uid}, gid {st.st_gid}, mode {stat.S_IMODE(st.st_mode):04o}"
+    if p == Path(configured):
+        return f"{configured} is not writable by this user ({me}): {owner}"
+    return f"{configured} cannot be made by this user ({me}): {owner}"
+
+
 def _fallback_base() -> Path:
     """Where the daemon's directories go when the configured ones are not writable: ~/.startd, else
     /tmp/startd-<uid>."""
@@ -81,14 +103,21 @@ class DaemonDirs:
 
     @classmethod
     def resolve(cls, conf: Any) -> "DaemonDirs":
+        """Make LOG, SPOOL and EXECUTE. One that cannot be made or written falls back to ~/.startd/<dir>,
+        else /tmp/startd-<uid>/<dir>, unless STARTD_DIRECTORY_FALLBACK is false (a container, whose state
+        must stay in its volume): then it is an OSError naming the directory, who owns what is there, and
+        this user."""
         chosen: dict[str, Path] = {}
         fell_back: dict[str, str] = {}
         base: Path | None = None
+        may_fall_back = _knob_bool(conf, "STARTD_DIRECTORY_FALLBACK", True)
         for knob in ("LOG", "SPOOL", "EXECUTE"):
             configured = conf.get(knob)
             if configured and _writable_dir(Path(configured)):
                 chosen[knob] = Path(configured)
                 continue
+            if not may_fall_back:
+                raise OSError(f"{knob}: {unusable_directory(configured)}")
             base = base or _fallback_base()
             alt = base / knob.lower()
             if not _writable_dir(alt):
@@ -169,14 +198,15 @@ def startd_sinful(host: str, port: int, machine: str) -> str:
     return f"<{shown}:{int(port)}?{query}>"
 
 
-def load_daemon_config(path: str | None) -> Any:
+def load_daemon_config(path: str | None, fixed: Mapping[str, str] | None = None) -> Any:
     """The configuration ``startd run`` reads: ``-c FILE``, else CONDOR_CONFIG and the usual places, else
-    only the defaults and ``_CONDOR_*`` (how a container is configured). Raises ConfigError."""
+    only the defaults and ``_CONDOR_*`` (how a container is configured). ``fixed``: knobs the daemon
+    settled (:meth:`DaemonDirs.overrides`), kept through every reload. Raises ConfigError."""
     if path is not None:
-        return _config.load(path)
+        return _config.load(path, fixed=fixed)
     if _config.config_path() is not None or os.environ.get("CONDOR_CONFIG") == "ONLY_ENV":
-        return _config.load()
-    return _config.load(text="")
+        return _config.load(fixed=fixed)
+    return _config.load(text="", fixed=fixed)
 
 
 # --- log rotation (dprintf_config.cpp, write_user_log.cpp) -------------------------------------------------

@@ -40,6 +40,7 @@ import structlog
 
 from . import events_json
 from .classad import ClassAd
+from .daemon_ads import AdPublishing
 from .daemon_commands import CommandHandling
 from .daemon_config import (
     DaemonDirs,
@@ -169,7 +170,7 @@ def _default_cron_runner() -> CronRunner:
 # --- the loop ------------------------------------------------------------------------------------------
 
 
-class DaemonLoop(CommandHandling):
+class DaemonLoop(AdPublishing, CommandHandling):
     """The startd's event loop: engine, starter, sampler, transport and cron runner, the driver that feeds the
     engine and carries out its outputs, the jobs, the commands and the clock. :class:`startd.daemon.Daemon`
     adds the start-up, SIGHUP, the shutdowns and the signal handlers around it."""
@@ -287,6 +288,7 @@ class DaemonLoop(CommandHandling):
         conn = self.transport.connection
         follow: list[ev.Input] = []
         ads_changed = False
+        changed: list[str] = []
         for out in outputs:
             t = round(out.t, 3)
             if isinstance(out, (ev.Transition, ev.SlotCreated, ev.SlotDeleted)):
@@ -304,7 +306,7 @@ class DaemonLoop(CommandHandling):
                     ads_changed = True
             elif isinstance(out, ev.AdChanged):
                 if out.slot in self.engine.slots:
-                    conn.publish_ad(out.slot, self.engine.slot_ad(out.slot))
+                    changed.append(out.slot)
                     ads_changed = True
             elif isinstance(out, ev.JobCommand):
                 follow.extend(await self._job_command(out))
@@ -345,6 +347,8 @@ class DaemonLoop(CommandHandling):
                 log.info("draining completed: reading the configuration again", reason=out.reason)
                 if reconfigure is not None:
                     self._spawn(reconfigure(), "reconfig")
+        if changed:
+            self._publish_slots(changed)  # at once when few, else in slices (startd.daemon_ads)
         if ads_changed:
             conn.set_daemon_ad(self._daemon_ad())
         return follow
@@ -373,11 +377,14 @@ class DaemonLoop(CommandHandling):
     def _owner_policy(self, slot: str, claim_id: str = "") -> OwnerPolicy:
         assert self.engine is not None
         cpus: int | None = None
+        fs_domain: str | None = None
         if slot in self.engine.slots:
             ad = self.engine.slots[slot].ad
             v = ad.evaluate("Cpus") if "Cpus" in ad else None
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 1:
                 cpus = int(v)
+            fsd = ad.evaluate("FileSystemDomain") if "FileSystemDomain" in ad else None
+            fs_domain = fsd if isinstance(fsd, str) else None
         # The job's UidDomain is not compared here (uid_domain None): whether the sender may speak for the
         # Owner, its UID_DOMAIN included, was decided when the command arrived (trust_owner).
         return OwnerPolicy(run_as_owner=_knob_bool(self.conf, "STARTER_ALLOW_RUNAS_OWNER", True),
@@ -385,7 +392,7 @@ class DaemonLoop(CommandHandling):
                            slot_user=self.conf.get(slot_user_knob(slot)) or None,
                            nobody_slot_user=self.conf.get("NOBODY_SLOT_USER") or None,
                            dedicated_account_regexp=self.conf.get("DEDICATED_EXECUTE_ACCOUNT_REGEXP") or None,
-                           slot_name=slot, cpus=cpus,
+                           slot_name=slot, cpus=cpus, fs_domain=fs_domain,
                            kill_family_on_soft_kill=_knob_bool(self.conf, "STARTD_SOFT_KILL_FAMILY", False))
 
     async def _job_command(self, out: ev.JobCommand) -> list[ev.Input]:
@@ -533,8 +540,8 @@ class DaemonLoop(CommandHandling):
                     await self.feed(ev.Tick(now=max(now, wake)))
                     continue
                 if now >= self._next_publish - _EPSILON:
-                    self._publish_all(force=True)
                     self._next_publish = now + self.update_interval
+                    await self._publish_all_now(force=True)
                     continue
                 targets = [due_sample, self._next_publish]
                 if wake is not None:
@@ -567,10 +574,3 @@ class DaemonLoop(CommandHandling):
             timer.cancel()
             self._waiter = None
 
-    def _publish_all(self, *, force: bool) -> None:
-        """Every slot ad and the daemon ad again (every UPDATE_INTERVAL, as the startd updates the collector)."""
-        assert self.engine is not None and self.transport is not None
-        conn = self.transport.connection
-        for s in self.engine.slot_names():
-            conn.publish_ad(s, self.engine.slot_ad(s), force=force)
-        conn.set_daemon_ad(self._daemon_ad())

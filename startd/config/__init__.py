@@ -52,7 +52,8 @@ def config_path(env: Mapping[str, str] | None = None) -> str | None:
 def load(path: str | os.PathLike[str] | None = None, *, text: str | None = None, subsystem: str = "STARTD",
          localname: str | None = None, env: Mapping[str, str] | None = None,
          defaults: Mapping[str, str] | None = None, seed: int | None = None,
-         random_cache: dict[str, str] | None = None, validate: bool = True, runtime: str | None = None) -> Config:
+         random_cache: dict[str, str] | None = None, validate: bool = True, runtime: str | None = None,
+         fixed: Mapping[str, str] | None = None) -> Config:
     """Read a configuration: the host's detected macros, the defaults, the file (or ``text``) with its
     includes, templates and local files, then the ``_CONDOR_<NAME>`` environment overrides.
 
@@ -60,7 +61,8 @@ def load(path: str | os.PathLike[str] | None = None, *, text: str | None = None,
     replaces the built-in defaults table; ``seed`` fixes ``$RANDOM_*`` choices; ``random_cache`` carries
     earlier random choices over (they stay fixed for a daemon's life); ``runtime`` is runtime configuration
     (``condor_config_val -rset``, a ``reconfig`` command's text), read after everything else and kept
-    for later reloads. Raises :class:`ConfigError`.
+    for later reloads; ``fixed`` are knobs the daemon settled itself (the directories it had to use), which
+    beat even that and are kept for later reloads too. Raises :class:`ConfigError`.
     """
     from .reader import read
 
@@ -71,9 +73,10 @@ def load(path: str | os.PathLike[str] | None = None, *, text: str | None = None,
             if path is None and (env if env is not None else os.environ).get("CONDOR_CONFIG") != "ONLY_ENV":
                 raise ConfigError("no configuration file: set CONDOR_CONFIG or pass a path")
     conf = read(str(path) if path is not None else None, text, subsystem=subsystem, localname=localname,
-                env=env, defaults=defaults, random_cache=random_cache, rng=rng, runtime=runtime)
+                env=env, defaults=defaults, random_cache=random_cache, rng=rng, runtime=runtime, fixed=fixed)
     conf.origin = (None if path is None else str(path), text)
     conf.runtime = runtime or ""
+    conf.fixed = dict(fixed or {})
     if validate:
         conf.settings()
     return conf
@@ -94,4 +97,5 @@ def reload(previous: Config, *, path: str | os.PathLike[str] | None = None, text
     if runtime is None:
         runtime = getattr(previous, "runtime", "") or None
     return load(path, text=text, subsystem=previous.subsystem, localname=previous.localname, env=env,
-                defaults=previous.defaults, random_cache=dict(previous.random_cache), runtime=runtime)
+                defaults=previous.defaults, random_cache=dict(previous.random_cache), runtime=runtime,
+                fixed=getattr(previous, "fixed", None))

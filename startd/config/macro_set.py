@@ -25,6 +25,8 @@ _IDCHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012345
 DETECTED = "<Detected>"
 DEFAULT = "<Default>"
 ENVIRONMENT = "<Environment>"
+#: where a knob the daemon settled itself comes from (a directory it used instead of an unwritable one)
+FIXED = "<Daemon>"
 
 
 def load_defaults() -> dict[str, str]:
@@ -57,6 +59,8 @@ class Config:
     origin: tuple[str | None, str | None] = (None, None)
     #: runtime configuration read after the files and the environment (a ``reconfig`` command's text)
     runtime: str = ""
+    #: knobs the daemon settled itself, read after everything else (see :func:`startd.config.load`)
+    fixed: dict[str, str] = field(default_factory=dict)
     _settings: StartdSettings | None = None
 
     # -- lookup -------------------------------------------------------------------------------

@@ -19,7 +19,16 @@ from typing import Mapping
 from . import host
 from .errors import ConfigError
 from .knobs import Definition
-from .macro_set import _IDCHARS, DEFAULT, DETECTED, ENVIRONMENT, SUBSYSTEM, Config, load_defaults
+from .macro_set import (
+    _IDCHARS,
+    DEFAULT,
+    DETECTED,
+    ENVIRONMENT,
+    FIXED,
+    SUBSYSTEM,
+    Config,
+    load_defaults,
+)
 from .parse_macros import _Frame, _Parser
 
 _DEFAULT_EXCLUDE = (r"^((\..*)|(.*\.pl)|(.*\.py)|(.*\.sh)|(.*~)|(#.*)|(.*\.rpmsave)|(.*\.rpmnew)"
@@ -108,11 +117,13 @@ def _validate(conf: Config) -> None:
 def read(path: str | None = None, text: str | None = None, *, subsystem: str = SUBSYSTEM,
          localname: str | None = None, env: Mapping[str, str] | None = None,
          defaults: Mapping[str, str] | None = None, random_cache: dict[str, str] | None = None,
-         rng: random.Random | None = None, text_name: str = "<string>", runtime: str | None = None) -> Config:
+         rng: random.Random | None = None, text_name: str = "<string>", runtime: str | None = None,
+         fixed: Mapping[str, str] | None = None) -> Config:
     """Read a configuration from a file or from text; see :func:`startd.config.load`. ``runtime`` (the
     runtime configuration a ``reconfig`` command carried) is read last, after the ``_CONDOR_*``
     environment: real_config ends with process_dynamic_configs, so a runtime setting beats both the files
-    and the environment."""
+    and the environment. ``fixed`` (knob -> value) is what the daemon itself settled and beats everything:
+    the directories it had to use instead of unwritable ones, so every knob built on them follows."""
     environ = dict(os.environ if env is None else env)
     conf = Config(subsystem=subsystem, localname=localname,
                   defaults=load_defaults() if defaults is None else {k.upper(): v for k, v in defaults.items()},
@@ -133,5 +144,7 @@ def read(path: str | None = None, text: str | None = None, *, subsystem: str = S
     _apply_environment(conf, environ)
     if runtime:
         parser.parse(runtime, _Frame("<runtime>"), 0)
+    for name, value in (fixed or {}).items():
+        conf.define(name, value, FIXED, 0)
     _validate(conf)
     return conf

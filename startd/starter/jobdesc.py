@@ -63,6 +63,8 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "stdout": ("Out",),
     "stderr": ("Err",),
     "iwd": ("Iwd",),
+    "should_transfer": ("ShouldTransferFiles",),
+    "fs_domain": ("FileSystemDomain",),
     "kill_sig": ("KillSig",),
     "request_cpus": ("RequestCpus",),
     "request_memory": ("RequestMemory",),
@@ -241,6 +243,8 @@ class JobDescription(BaseModel):
     stdout: str | None = None
     stderr: str | None = None
     iwd: str | None = None
+    should_transfer: str | None = None  # ShouldTransferFiles, upper-case: YES, NO or IF_NEEDED
+    fs_domain: str | None = None  # the submitter's FileSystemDomain
     kill_sig: int = int(signal.SIGTERM)
     request_cpus: float | None = None
     request_memory: float | None = None
@@ -252,6 +256,19 @@ class JobDescription(BaseModel):
         names: Mapping[str, str] = (info.context or {}).get("names", {}) if info is not None else {}
         _check_description(self, lambda f: names.get(f, SOURCES[f][0]))
         return self
+
+    def runs_in_sandbox(self, machine_fs_domain: str | None) -> bool:
+        """Whether the job runs in its scratch sandbox rather than in its ``Iwd`` (JICShadow::initFileTransfer):
+        ShouldTransferFiles YES does, NO does not, IF_NEEDED does unless the job's FileSystemDomain is the
+        machine's (JICShadow::sameFSDomain, compared without case). A job ad without ShouldTransferFiles
+        (HTCondor's starter refuses one) runs in its Iwd when it names one, else in the sandbox."""
+        if self.should_transfer == "YES":
+            return True
+        if self.should_transfer == "IF_NEEDED":
+            return not (self.fs_domain and machine_fs_domain and self.fs_domain.lower() == machine_fs_domain.lower())
+        if self.should_transfer == "NO":
+            return False
+        return self.iwd is None
 
     def user_name(self) -> str | None:
         """The name part of ``User`` (``name_of_user``: before its last '@'), or None."""
@@ -269,10 +286,16 @@ class JobDescription(BaseModel):
         names: dict[str, str] = {}
         fields: dict[str, Any] = {}
         for f in ("cmd", "owner", "os_user", "user", "uid_domain", "primary_unix_group",
-                  "stdin", "stdout", "stderr", "iwd"):
+                  "stdin", "stdout", "stderr", "iwd", "should_transfer", "fs_domain"):
             value = view.string(SOURCES[f][0])
             if value:  # an empty string is as good as absent (the old ad_string readers agreed)
                 fields[f] = value
+        if "should_transfer" in fields:
+            # getShouldTransferFilesNum: YES, NO, IF_NEEDED (any case); anything else aborts the job
+            stf = fields["should_transfer"].upper()
+            if stf not in ("YES", "NO", "IF_NEEDED"):
+                raise JobAdError("ShouldTransferFiles", f"is {fields['should_transfer']!r}, not YES, NO or IF_NEEDED")
+            fields["should_transfer"] = stf
         if require_cmd and "cmd" not in fields:
             raise JobAdError("Cmd", "is missing")
         names["args"], raw_args = view.first(SOURCES["args"])

@@ -88,6 +88,9 @@ class OwnerPolicy:
     slot_user: str | None = None
     nobody_slot_user: str | None = None
     dedicated_account_regexp: str | None = None
+    #: the slot's FileSystemDomain: a job with ShouldTransferFiles IF_NEEDED from another domain runs in
+    #: its sandbox (see JobDescription.runs_in_sandbox)
+    fs_domain: str | None = None
 
 
 @dataclass(frozen=True)

@@ -194,7 +194,9 @@ class Starter:
         sandbox = execute / f"dir_{suffix}"
         # Paths are checked before anything is made, so a refusal leaves nothing behind (the job
         # description refused these already; this is the last word on where a path lands).
-        paths = {"In": desc.stdin, "Out": desc.stdout, "Err": desc.stderr, "Iwd": desc.iwd}
+        # a job that transfers its files runs in its sandbox, whatever Iwd its submitter had
+        iwd = None if desc.runs_in_sandbox(policy.fs_domain) else desc.iwd
+        paths = {"In": desc.stdin, "Out": desc.stdout, "Err": desc.stderr, "Iwd": iwd}
         where = {attr: in_sandbox(attr, v, sandbox) if v else None for attr, v in paths.items()}
         made_sandbox = False
         procs_fd: int | None = None

@@ -103,12 +103,18 @@ def build_job_ad(args: argparse.Namespace, now: float | None = None) -> ClassAd:
         ad = ClassAd()
         ad["Cmd"] = os.path.abspath(path)
         ad["Arguments"] = " ".join(_quote_arg(a) for a in words[1:])
-    owner = getpass.getuser()
+    try:
+        owner = getpass.getuser()
+    except (KeyError, OSError):  # a uid with no account (docker run --user 12345): its number
+        owner = str(os.getuid())
     defaults: dict[str, Any] = {
         "Owner": owner,
         "User": f"{owner}@{socket.getfqdn()}",
         "JobUniverse": 5,
         "Iwd": os.getcwd(),
+        # the job runs in its scratch sandbox, as one with file transfer does on an execute point (the
+        # submitter's directory may not even exist there); -a 'ShouldTransferFiles="NO"' runs it in Iwd
+        "ShouldTransferFiles": "YES",
         "ClusterId": os.getpid(),
         "ProcId": 0,
         "QDate": int(now),

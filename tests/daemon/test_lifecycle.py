@@ -95,7 +95,7 @@ async def test_run_with_a_broken_config_exits_2_naming_the_file_and_line(tmp_pat
     assert "ConfigError" in err and f"{bad}:" in err
 
 
-async def test_healthcheck_says_online_while_the_daemon_runs(tmp_path: Path, topic_root: str,
+async def test_healthcheck_says_healthy_while_the_daemon_runs(tmp_path: Path, topic_root: str,
                                                              daemon_process) -> None:
     cfg = write_config(tmp_path, topic_root)
     d = await daemon_process(cfg)
@@ -108,10 +108,10 @@ async def test_healthcheck_says_online_while_the_daemon_runs(tmp_path: Path, top
         return proc.returncode or 0, out.decode()
 
     code, out = await health()
-    assert code == 0 and "online" in out
-    # the same check as a command (CONTRACTS: `startd health`)
+    assert code == 0 and "healthy" in out, out
+    # the same check as a command (CONTRACTS: `startd health`): it asked the daemon, which answered
     code, out, err = await cli("health", "-c", str(cfg), "--name", "m1")
-    assert code == 0 and "startd m1 is online" in out, err
+    assert code == 0 and "startd m1 is healthy" in out, err
     await d.signal(signal.SIGTERM)
     assert await d.wait() == 0
     code, out = await health()

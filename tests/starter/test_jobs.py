@@ -104,6 +104,24 @@ async def test_iwd_is_the_working_directory_else_the_sandbox(starter, execute, w
     assert (work / "b").read_text().strip() == str(sandbox)
 
 
+async def test_a_job_that_transfers_its_files_runs_in_its_sandbox_whatever_its_iwd(starter, execute, work):
+    # JICShadow::initFileTransfer: YES, and IF_NEEDED from another FileSystemDomain, run in the sandbox;
+    # NO, and IF_NEEDED from the machine's own domain, run in Iwd (compared without case: sameFSDomain)
+    iwd = work / "iwd"
+    iwd.mkdir()
+    cases = [('"YES"', None, True), ('"yes"', None, True), ('"NO"', None, False),
+             ('"IF_NEEDED"', '"elsewhere.org"', True), ('"IF_NEEDED"', '"Exec.Example.Org"', False)]
+    policy = OwnerPolicy(run_as_owner=False, fs_domain="exec.example.org")
+    for i, (stf, fsd, in_sandbox) in enumerate(cases):
+        out = work / f"pwd{i}"
+        extra = f"; FileSystemDomain = {fsd}" if fsd else ""
+        h = await starter.start(f"c{i}", ad(f'Cmd = "/bin/pwd"; Iwd = {q(iwd)}; Out = {q(out)}; '
+                                            f'ShouldTransferFiles = {stf}{extra}'), execute, policy)
+        sandbox = h.sandbox
+        await h.wait()
+        assert out.read_text().strip() == (str(sandbox) if in_sandbox else str(iwd)), (stf, fsd)
+
+
 async def test_relative_cmd_is_found_in_iwd(starter, execute, work):
     script(work, "here.sh", "exit 5\n")
     r = await (await starter.start("c1", ad(f'Cmd = "here.sh"; Iwd = {q(work)}'), execute, AS_SLOT)).wait()
@@ -160,6 +178,7 @@ async def test_args_v1(starter, execute, work):
         ('Cmd = "{work}/garbage"', "cannot execute .*garbage: Exec format error"),
         ('Cmd = "/bin/true"; Iwd = "/nonexistent/dir"', "Iwd '/nonexistent/dir' is not a directory"),
         ('Cmd = "/bin/true"; Arguments = "\'oops"', "Arguments cannot be parsed"),
+        ('Cmd = "/bin/true"; ShouldTransferFiles = "SOMETIMES"', "ShouldTransferFiles is 'SOMETIMES', not YES, NO"),
         ('Cmd = "/bin/true"; Environment = "NOEQUALS"', "Environment cannot be parsed"),
         ('Cmd = "/bin/true"; KillSig = "SIGBOGUS"', "unknown signal"),
         ('Cmd = "/bin/true"; In = "/nonexistent/in"', "In file '/nonexistent/in'"),

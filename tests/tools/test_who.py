@@ -60,7 +60,8 @@ async def test_who_default_table_is_condor_whos(daemon: Daemon, mqtt_broker: str
     assert lines[0] == "" and lines[1] == "--Startd : m1 has 1 job(s) running:"
     assert re.fullmatch(r"OWNER\s+CLIENT\s+SLOT\s+JOB\s+RUNTIME\s+PID\s+JOB_DIR", lines[2]), lines[2]
     row = (rf"{re.escape(ad['RemoteOwner'])}\s+{re.escape(ad['ClientMachine'])}\s+1_1\s+"
-           rf"{re.escape(ad['JobId'])}\s+0\+00:0\d:\d\d\s+{ad['JobPid']}(\s+/tmp)?")
+           rf"{re.escape(ad['JobId'])}\s+0\+00:0\d:\d\d\s+{ad['JobPid']}\s+/\S*/dir_\S+")
+    # JOB_DIR is the job's scratch sandbox: `startd submit` sends ShouldTransferFiles = "YES"
     assert re.fullmatch(row, lines[3]), lines[3]
     assert lines[4:] == ["", ""]  # a blank line after the table
     # the columns line up under their headings
