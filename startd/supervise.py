@@ -49,7 +49,49 @@ CLOSE_LIMIT = 30.0  # closing: the starters, cron, the transport, each bounded
 STARTER_REPORT_SLACK = 5.0  # for the starters to report after their jobs are gone
 
 
+class Periodic:
+    """Something done every ``interval`` seconds on the event loop, from :meth:`start` to :meth:`stop`; a
+    failure of one round is not the end of the next."""
+
+    interval: float = 1.0
+    first_delay: bool = False  # wait one interval before the first round
+
+    def __init__(self) -> None:
+        self._task: asyncio.Task[None] | None = None
+
+    async def tick(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"startd-{type(self).__name__.lower()}")
+
+    async def _run(self) -> None:
+        if self.first_delay:
+            await asyncio.sleep(self.interval)
+        while True:
+            with contextlib.suppress(Exception):
+                await self.tick()
+            await asyncio.sleep(self.interval)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task}, timeout=1.0)
+
+
 # --- systemd -------------------------------------------------------------------------------------------
+
+
+class _WatchdogPing(Periodic):
+    def __init__(self, notifier: "Notifier", interval: float) -> None:
+        super().__init__()
+        self.notifier = notifier
+        self.interval = interval
+
+    async def tick(self) -> None:
+        self.notifier.send("WATCHDOG=1")
 
 
 class Notifier:
@@ -63,7 +105,7 @@ class Notifier:
         self.watchdog_interval: float | None = None
         if usec.isdigit() and int(usec) > 0 and (not pid or pid == str(os.getpid())):
             self.watchdog_interval = int(usec) / 2e6
-        self._task: asyncio.Task[None] | None = None
+        self._ping: _WatchdogPing | None = None
 
     @property
     def enabled(self) -> bool:
@@ -100,20 +142,14 @@ class Notifier:
 
     def start_watchdog(self) -> None:
         """Ping systemd's watchdog from the event loop every half WATCHDOG_USEC."""
-        if self.address is None or self.watchdog_interval is None or self._task is not None:
+        if self.address is None or self.watchdog_interval is None or self._ping is not None:
             return
-        self._task = asyncio.create_task(self._ping(self.watchdog_interval), name="startd-sd-watchdog")
-
-    async def _ping(self, every: float) -> None:
-        while True:
-            self.send("WATCHDOG=1")
-            await asyncio.sleep(every)
+        self._ping = _WatchdogPing(self, self.watchdog_interval)
+        self._ping.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait({task}, timeout=1.0)
+        if self._ping is not None:
+            await self._ping.stop()
 
 
 # --- orphans ------------------------------------------------------------------------------------------
@@ -130,17 +166,19 @@ def become_subreaper() -> bool:
         return False
 
 
-class OrphanReaper:
+class OrphanReaper(Periodic):
     """Reap the orphans re-parented to this process once they end (see the module's docstring).
 
     ``owned()`` gives the pids this process's own code waits for (the starter's jobs): never touched."""
 
+    first_delay = True
+
     def __init__(self, owned: Callable[[], Iterable[int]], interval: float = REAP_INTERVAL) -> None:
+        super().__init__()
         self.owned = owned
         self.interval = interval
         self.reaped = 0
         self._seen: set[int] = set()
-        self._task: asyncio.Task[None] | None = None
 
     def sweep(self) -> list[int]:
         """One look: reap the zombies already seen at the previous look that nobody else waits for."""
@@ -170,22 +208,8 @@ class OrphanReaper:
             log.debug("orphans reaped", pids=reaped)
         return reaped
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="startd-reaper")
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(self.interval)
-            with contextlib.suppress(Exception):
-                await loop.run_in_executor(None, self.sweep)
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait({task}, timeout=1.0)
+    async def tick(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.sweep)
 
 
 # --- health -------------------------------------------------------------------------------------------
@@ -195,16 +219,16 @@ def health_file_path(log_dir: str | os.PathLike[str]) -> Path:
     return Path(log_dir) / ".startd_health"
 
 
-class HealthFile:
+class HealthFile(Periodic):
     """Writes the daemon's health every HEALTH_INTERVAL from the event loop (see the module's docstring).
     ``probe()`` returns (recent loop lag in seconds, broker connected)."""
 
     def __init__(self, path: Path, probe: Callable[[], tuple[float, bool]], interval: float = HEALTH_INTERVAL) -> None:
+        super().__init__()
         self.path = path
         self.probe = probe
         self.interval = interval
         self.broker_down_since: float | None = None
-        self._task: asyncio.Task[None] | None = None
 
     def write(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
@@ -226,21 +250,11 @@ class HealthFile:
             with contextlib.suppress(OSError, UnboundLocalError):
                 os.unlink(tmp)
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="startd-health")
-
-    async def _run(self) -> None:
-        while True:
-            with contextlib.suppress(Exception):
-                self.write()
-            await asyncio.sleep(self.interval)
+    async def tick(self) -> None:
+        self.write()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait({task}, timeout=1.0)
+        await super().stop()
         with contextlib.suppress(OSError):
             self.path.unlink()
 
