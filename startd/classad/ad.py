@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any, Callable, TypeGuard
 
 from .ast import AttrRef, ListExpr, Literal, Node, RecordExpr, references
-from .parser import Parser, _check_text, _precise, iter_old_lines, parse_node, parse_old_line
+from .parser import Parser, _check_text, _precise, old_ad_attrs, parse_node
 from .values import ERROR, UNDEFINED, AbsTime, RelTime
 
 # (node, MY, TARGET, now, clock) -> value: startd.classad.evaluate.evaluate_node
@@ -353,16 +353,7 @@ def parse_ad(text: str | bytes, *, source: str = "") -> ClassAd:
             ad._names[name.lower()] = name
         return ad
     ad = ClassAd()
-    attrs = ad._attrs
-    names = ad._names
-    for no, line in enumerate(text.split("\n"), 1):
-        s = line.strip()
-        if not s or s[0] == "#" or s.startswith("//"):
-            continue
-        name, expr = parse_old_line(line, no, source)
-        lname = name.lower()
-        attrs[lname] = expr
-        names[lname] = name
+    ad._attrs, ad._names = old_ad_attrs(text, source)
     return ad
 
 
@@ -395,10 +386,7 @@ def parse_ads(text: str | bytes, *, source: str = "") -> list[ClassAd]:
         if line.strip() == "":
             if any(b.strip() and not b.strip().startswith("#") for b in block):
                 ad = ClassAd()
-                for no, ln in iter_old_lines("\n".join(block)):
-                    name, expr = parse_old_line(ln, no + start - 1, source)
-                    ad._attrs[name.lower()] = expr
-                    ad._names[name.lower()] = name
+                ad._attrs, ad._names = old_ad_attrs("\n".join(block), source, start)
                 ads.append(ad)
             block = []
             start = i + 1

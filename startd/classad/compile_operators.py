@@ -81,6 +81,57 @@ def _compile_logical(op: str, lf: Closure, rf: Closure) -> Closure:
     return or_
 
 
+def compile_chain(op: str, fns: list[Closure]) -> Closure:
+    """The closure of ``f1 op f2 op ... op fn`` for ``&&`` or ``||``, evaluated in one loop.
+
+    ``&&`` and ``||`` are associative under HTCondor's three-valued rules, short-circuits included,
+    so a chain (however it was parenthesized) is one loop: for ``&&`` the first operand that is
+    false or error (after the conversion of numbers and other values) decides the result; otherwise
+    it is undefined if any operand was undefined, else true. ``||`` is the same with true in place
+    of false. Operands after the deciding one are not evaluated, as in the nested binary form.
+    """
+    fns = list(fns)
+    if op == "&&":
+
+        def and_chain(st: Any) -> Value:
+            result: Value = True
+            for f in fns:
+                v = f(st)
+                if v is True:
+                    continue
+                if v is not False:
+                    v = _to_bool(v)
+                    if v is True:
+                        continue
+                if v is False:
+                    return False
+                if v is ERROR:
+                    return ERROR
+                result = UNDEFINED
+            return result
+
+        return and_chain
+
+    def or_chain(st: Any) -> Value:
+        result: Value = False
+        for f in fns:
+            v = f(st)
+            if v is False:
+                continue
+            if v is not True:
+                v = _to_bool(v)
+                if v is False:
+                    continue
+            if v is True:
+                return True
+            if v is ERROR:
+                return ERROR
+            result = UNDEFINED
+        return result
+
+    return or_chain
+
+
 _ARITH = frozenset("+-*/%")
 _COMPARE = frozenset(("<", "<=", ">", ">=", "==", "!="))
 _BITWISE = frozenset(("&", "|", "^", "<<", ">>", ">>>"))
@@ -153,6 +204,34 @@ def _compile_compare(op: str, lf: Closure, rf: Closure) -> Closure:
 _NUM = frozenset((int, float, bool))
 
 
+def compile_compare_const(op: str, lf: Closure, c: Value) -> Closure | None:
+    """The closure of ``left op c`` for a comparison with a constant number or string ``c`` on the
+    right (``Memory >= 1024``, ``OpSys == "LINUX"``); None for any other constant."""
+    py = _PY_COMPARE[op]
+    tc = type(c)
+    if tc is int or tc is float:
+
+        def cmp_num(st: Any) -> Value:
+            a = lf(st)
+            ta = type(a)
+            if ta is int or ta is float:
+                return py(a, c)
+            return compare(op, a, c)
+
+        return cmp_num
+    if tc is str and c.isascii():
+        folded = c.lower()
+
+        def cmp_str(st: Any) -> Value:
+            a = lf(st)
+            if type(a) is str and a.isascii():
+                return py(a.lower(), folded)
+            return compare(op, a, c)
+
+        return cmp_str
+    return None
+
+
 def compile_unary(op: str, f: Closure) -> Closure:
     """The closure of ``op operand``, given the closure of the operand."""
     if op == "!":
@@ -209,4 +288,4 @@ def compile_unary(op: str, f: Closure) -> Closure:
     return inv
 
 
-__all__ = ["compile_binary", "compile_unary"]
+__all__ = ["compile_binary", "compile_chain", "compile_compare_const", "compile_unary"]

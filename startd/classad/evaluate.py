@@ -30,7 +30,7 @@ from .ast import (
     AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp,
     install_compiler,
 )
-from .compile_operators import compile_binary, compile_unary
+from .compile_operators import compile_binary, compile_chain, compile_compare_const, compile_unary
 from .limits import MAX_EVAL_TEXT, BudgetExhausted, EvaluationBudget, charge_size, current_budget
 from .parser import ClassAdSyntaxError, parse_node
 from .values import ERROR, UNDEFINED
@@ -204,6 +204,14 @@ def _eval_found(st: EvalState, found: tuple[Any, Any, Any] | None) -> Value:
     kind, node, scope = found
     if kind is _VALUE:
         return node
+    return _eval_expr(st, node, scope)
+
+
+def _eval_expr(st: EvalState, node: Node, scope: Any) -> Value:
+    """The value of ``node``, an attribute's expression found in ``scope``."""
+    if type(node) is Literal and st.budget is None and st.depth < MAX_ATTR_DEPTH:
+        # a constant refers to nothing: no circularity to watch, no scope to switch
+        return node.value
     key = (id(scope), id(node))
     busy = st.busy
     if key in busy:
@@ -220,13 +228,14 @@ def _eval_found(st: EvalState, found: tuple[Any, Any, Any] | None) -> Value:
     st.scope = scope
     st.depth += 1
     try:
-        return _fn(node)(st)
+        f = node._ev
+        if f is None:
+            f = node._ev = compile_node(node)
+        return f(st)
     finally:
         st.depth -= 1
         st.scope = saved
         busy.discard(key)
-
-
 
 
 def _select(st: EvalState, base: Value, lname: str) -> Value:
@@ -268,7 +277,19 @@ def compile_node(node: Node) -> Closure:
         return _compile_attr(cast(AttrRef, node))
     if t is BinaryOp:
         b = cast(BinaryOp, node)
-        return compile_binary(b.op, _fn(b.left), _fn(b.right))
+        op = b.op
+        if op == "&&" or op == "||":
+            return compile_chain(op, [_fn(n) for n in _chain_operands(b)])
+        c = _constant(b)
+        if c is not _NOT_CONSTANT:
+            return lambda st: c
+        if op in _COMPARE:
+            c = _constant(b.right)
+            if c is not _NOT_CONSTANT:
+                f = compile_compare_const(op, _fn(b.left), c)
+                if f is not None:
+                    return f
+        return compile_binary(op, _fn(b.left), _fn(b.right))
     if t is UnaryOp:
         u = cast(UnaryOp, node)
         return compile_unary(u.op, _fn(u.operand))
@@ -286,6 +307,59 @@ def compile_node(node: Node) -> Closure:
     if t is RecordExpr:
         return _compile_record(cast(RecordExpr, node))
     raise TypeError(f"cannot compile {t.__name__}")
+
+
+def _chain_operands(node: BinaryOp) -> list[Node]:
+    """The operands of a chain of one logical operator, left to right, parentheses looked through:
+    ``a && (b && c) && d`` is ``[a, b, c, d]``. Walked without recursion (a chain may be long)."""
+    op = node.op
+    out: list[Node] = []
+    stack: list[Node] = [node]
+    while stack:
+        n = stack.pop()
+        while type(n) is Paren:
+            n = n.inner
+        if type(n) is BinaryOp and n.op == op:
+            stack.append(n.right)
+            stack.append(n.left)
+        else:
+            out.append(n)
+    return out
+
+
+_NOT_CONSTANT = object()
+_COMPARE = frozenset(("<", "<=", ">", ">=", "==", "!="))
+_FOLDABLE = frozenset(("+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "=?=", "=!=",
+                       "&", "|", "^", "<<", ">>", ">>>"))
+_CONSTANT_TYPES = frozenset((bool, int, float, str))
+
+
+def _constant(node: Node, depth: int = 0) -> Value:
+    """The value of a small tree of number, string and boolean literals and operators (``15 * 60``),
+    computed once when it is compiled; _NOT_CONSTANT for anything else. Operators on values refer to
+    nothing and charge no budget, so the value is the one evaluation would give every time."""
+    t = type(node)
+    if t is Literal:
+        v = cast(Literal, node).value
+        return v if type(v) in _CONSTANT_TYPES else _NOT_CONSTANT
+    if depth >= 3:
+        return _NOT_CONSTANT
+    if t is Paren:
+        return _constant(cast(Paren, node).inner, depth + 1)
+    if t is UnaryOp:
+        u = cast(UnaryOp, node)
+        v = _constant(u.operand, depth + 1)
+        if v is _NOT_CONSTANT:
+            return v
+        return compile_unary(u.op, lambda st: v)(None)
+    if t is BinaryOp and cast(BinaryOp, node).op in _FOLDABLE:
+        b = cast(BinaryOp, node)
+        x = _constant(b.left, depth + 1)
+        y = _constant(b.right, depth + 1)
+        if x is _NOT_CONSTANT or y is _NOT_CONSTANT:
+            return _NOT_CONSTANT
+        return compile_binary(b.op, lambda st: x, lambda st: y)(None)
+    return _NOT_CONSTANT
 
 
 def _compile_attr(node: AttrRef) -> Closure:
@@ -306,7 +380,9 @@ def _compile_attr(node: AttrRef) -> Closure:
             scope = st.scope
             n = scope._attrs.get(lname)
             if n is not None:
-                return _eval_found(st, (_EXPR, n, scope))
+                if type(n) is Literal and st.budget is None and st.depth < MAX_ATTR_DEPTH:
+                    return n.value
+                return _eval_expr(st, n, scope)
             return _eval_found(st, _find(st, scope, lname, True))
 
         return unscoped
@@ -314,15 +390,33 @@ def _compile_attr(node: AttrRef) -> Closure:
     base = node.base
     if type(base) is AttrRef and base.base is None and not base.absolute and base.lname in ("target", "my"):
         base_fn = _fn(base)
+        ctx = base.lname
+        target = ctx == "target"
 
         def scoped_ctx(st: EvalState) -> Value:
-            # MY.x / TARGET.x: resolve the scope name once, then look x up there
-            b = base_fn(st)
-            if _is_ad(b):
-                n = b._attrs.get(lname)
-                if n is not None:
-                    return _eval_found(st, (_EXPR, n, b))
-            return _select(st, b, lname)
+            # MY.x / TARGET.x: resolve the scope name once, then look x up there. When the current
+            # scope is one of the two ads of the match and defines no attribute of that name, MY is
+            # that ad and TARGET the other (see _find); anything else takes the general way.
+            scope = st.scope
+            b: Any = None
+            if ctx not in scope._attrs:
+                if not target:
+                    b = scope
+                elif scope._parent is None:
+                    if scope is st.left:
+                        b = st.right
+                    elif scope is st.right:
+                        b = st.left
+            if b is None:
+                b = base_fn(st)
+                if not _is_ad(b):
+                    return _select(st, b, lname)
+            n = b._attrs.get(lname)
+            if n is None:
+                return _select(st, b, lname)
+            if type(n) is Literal and st.budget is None and st.depth < MAX_ATTR_DEPTH:
+                return n.value
+            return _eval_expr(st, n, b)
 
         return scoped_ctx
 

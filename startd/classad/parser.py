@@ -18,6 +18,8 @@ from .ast import (
     AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp, taller_than,
 )
 from .lexer import ClassAdSyntaxError as ClassAdSyntaxError  # re-exported: the error of every parse
+from .fastparse import BINARY_PRECEDENCE as BINARY_PRECEDENCE  # re-exported: the unparser's table
+from .fastparse import fast_parse
 from .lexer import Reparse, int_literal, read_string, tokenize, tokenize_fast
 from .times import parse_time_literal
 
@@ -55,22 +57,6 @@ def _precise(make: Callable[[bool], _T]) -> _T:
 
 
 # --- parser ------------------------------------------------------------------------------------
-
-# binary operators by precedence level, loosest first (C's order)
-_BINARY_LEVELS: list[tuple[str, ...]] = [
-    ("||",),
-    ("&&",),
-    ("|",),
-    ("^",),
-    ("&",),
-    ("==", "!=", "=?=", "=!="),
-    ("<", "<=", ">", ">="),
-    ("<<", ">>", ">>>"),
-    ("+", "-"),
-    ("*", "/", "%"),
-]
-BINARY_PRECEDENCE: dict[str, int] = {op: i + 2 for i, ops in enumerate(_BINARY_LEVELS) for op in ops}
-"""Precedence of each binary operator (higher binds tighter); the conditional is 1, unary operators 13."""
 
 _UNARY = {"-", "+", "!", "~"}
 
@@ -349,6 +335,9 @@ def _check_text(text: Any) -> str:
 def parse_node(text: str | bytes, *, old: bool = False) -> Node:
     """Parse one expression into its tree."""
     t = _check_text(text)
+    node = fast_parse(t)
+    if node is not None:
+        return node
     return _precise(lambda precise: Parser(t, old=old, precise=precise).parse_whole_expr())
 
 
@@ -367,6 +356,53 @@ _OLD_NAME_RE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*|'(?:[^'\\]|\\.)*')\s*=")
 _SIMPLE_LINE_RE = re.compile(
     r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(?:(-?(?:0|[1-9][0-9]{0,17}))|"([^"\\\x00]*)"|(-?[0-9]+\.[0-9]+)|([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee]))\s*\Z'
 )
+
+
+# One match per line of an old-syntax ad: the name, then either a plain literal filling the rest of the
+# line (groups 2-5) or nothing (the expression starts at the end of the match).
+_LINE_RE = re.compile(
+    r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(?:\s*(?:(-?(?:0|[1-9][0-9]{0,17}))|"([^"\\\x00]*)"|(-?[0-9]+\.[0-9]+)|'
+    r'([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee]))\s*\Z)?'
+)
+
+
+def old_ad_attrs(text: str, source: str = "", first_line: int = 1) -> tuple[dict[str, Node], dict[str, str]]:
+    """The attributes of old-syntax ad text (``Name = expr`` lines; blank and comment lines skipped)
+    as (lower-case name -> tree, lower-case name -> name as written); a later line overrides an
+    earlier one of the same name.
+
+    One regular expression reads the name and, in the common case, the plain literal of a line; an
+    expression goes to the fast parser, and only what that one gives up on to the full parser."""
+    attrs: dict[str, Node] = {}
+    names: dict[str, str] = {}
+    match = _LINE_RE.match
+    node: Node | None
+    for no, line in enumerate(text.split("\n"), first_line):
+        m = match(line)
+        if m is None:
+            s = line.strip()
+            if not s or s[0] == "#" or s.startswith("//"):
+                continue
+            name, node = parse_old_line(line, no, source)
+        else:
+            name, i, s, r, b = m.groups()
+            if i is not None:
+                node = Literal(int(i))
+            elif s is not None:
+                node = Literal(s)
+            elif r is not None:
+                node = Literal(float(r))
+            elif b is not None:
+                node = Literal(b[0] in "tT")
+            else:
+                rest = line[m.end() :]
+                node = None if rest[:1] == "=" else fast_parse(rest)
+                if node is None:
+                    name, node = parse_old_line(line, no, source)
+        lname = name.lower()
+        attrs[lname] = node
+        names[lname] = name
+    return attrs, names
 
 
 def parse_old_line(line: str, no: int = 1, source: str = "") -> tuple[str, Node]:
@@ -388,6 +424,9 @@ def parse_old_line(line: str, no: int = 1, source: str = "") -> tuple[str, Node]
     name = m.group(1)
     if name.startswith("'"):
         name = read_string(name, 1, "'", False)[0]
+    node = fast_parse(line[m.end() :])
+    if node is not None:
+        return name, node
     padded = " " * m.end() + line[m.end() :]
 
     def parse(precise: bool) -> Node:
