@@ -127,6 +127,48 @@ def value_to_node(value: Any) -> Node:
 
 _LITERAL_TYPES = frozenset((bool, int, float, str, AbsTime, RelTime, type(UNDEFINED), type(ERROR)))
 
+# Thousands of slot ads hold the same names and mostly the same small values: the names' spellings and the
+# literal nodes of booleans, integers and short strings are shared between ads (nodes are never changed in
+# place, so sharing one is safe; its compiled form is shared with it). The tables are bounded, so hostile
+# input (a job ad of a million distinct names) cannot grow them: past the bound, nothing more is shared.
+_SHARE_MAX = 16384
+_SPELLINGS: dict[str, tuple[str, str]] = {}  # name -> (the shared spelling, its lower case)
+_BOOL_NODES = {True: Literal(True), False: Literal(False)}
+_INT_NODES: dict[int, Literal] = {}
+_STR_NODES: dict[str, Literal] = {}
+
+
+def _spelling(name: str) -> tuple[str, str]:
+    """(a shared copy of ``name``, its lower case)."""
+    got = _SPELLINGS.get(name)
+    if got is None:
+        got = (name, name.lower())
+        if len(_SPELLINGS) < _SHARE_MAX:
+            _SPELLINGS[name] = got
+    return got
+
+
+def _literal(value: Any) -> Literal:
+    """The literal node of ``value`` (shared when it is a boolean, an integer or a short string)."""
+    t = type(value)
+    if t is bool:
+        return _BOOL_NODES[value]
+    if t is int:
+        node = _INT_NODES.get(value)
+        if node is None:
+            node = Literal(value)
+            if len(_INT_NODES) < _SHARE_MAX:
+                _INT_NODES[value] = node
+        return node
+    if t is str and len(value) <= 64:
+        node = _STR_NODES.get(value)
+        if node is None:
+            node = Literal(value)
+            if len(_STR_NODES) < _SHARE_MAX:
+                _STR_NODES[value] = node
+        return node
+    return Literal(value)
+
 
 class ClassAd(MutableMapping[str, Expr]):
     """A ClassAd: a record mapping attribute names (case-insensitive, case-preserving) to expressions.
@@ -181,10 +223,10 @@ class ClassAd(MutableMapping[str, Expr]):
             # the common case (an engine refreshing numbers and strings): no conversion needed
             if self._shared:
                 self._own()
-            lname = name.lower()
+            name, lname = _spelling(name)
             old = self._attrs.get(lname)
             if not (type(old) is Literal and type(old.value) is type(value) and old.value == value):
-                self._attrs[lname] = Literal(value)
+                self._attrs[lname] = _literal(value)
                 self._gen += 1
             elif self._names[lname] == name:
                 return  # the same value under the same spelling: nothing changed
@@ -197,7 +239,7 @@ class ClassAd(MutableMapping[str, Expr]):
         node = value_to_node(value)
         if isinstance(node, Literal) and isinstance(node.value, ClassAd) and node.value._parent is None:
             node.value._parent = self
-        lname = name.lower()
+        name, lname = _spelling(name)
         self._attrs[lname] = node
         self._names[lname] = name
         self._gen += 1

@@ -32,3 +32,18 @@ def test_a_copy_changes_on_its_own():
     g = ad.generation
     cp["Cpus"] = 8
     assert ad.generation == g and ad["Cpus"] == Expr("4")
+
+
+def test_equal_small_values_and_names_are_shared_between_ads_but_stay_independent():
+    # thousands of slot ads hold the same names and small values: their nodes are shared (memory per slot),
+    # and changing one ad never shows in another
+    a, b = ClassAd(), ClassAd()
+    for ad in (a, b):
+        ad["State"] = "Unclaimed"
+        ad["Cpus"] = 1
+        ad["StartJobs"] = True
+    assert a.get_node("State") is b.get_node("State") and a.get_node("Cpus") is b.get_node("Cpus")
+    a["State"] = "Claimed"
+    a["Cpus"] = 2
+    assert b["State"] == Expr('"Unclaimed"') and b["Cpus"] == Expr("1") and a["Cpus"] == Expr("2")
+    assert a.get_node("StartJobs").value is True and ClassAd({"X": 1})["X"] != Expr("true")  # 1 is not true
