@@ -73,9 +73,6 @@ IDLE_SAMPLE_INTERVAL = 5.0
 #: by a little; without this the clock would spin on sub-millisecond sleeps).
 _EPSILON = 0.002
 
-# What state a slot must be in for the machine to be watched every POLLING_INTERVAL (as the engine does).
-_POLLED_STATES = frozenset({"Claimed", "Preempting", "Backfill"})
-
 
 def _without_secret(text: str, claim_id: str) -> str:
     """``text`` with the claim id shown as HTCondor logs one (ClaimIdParser::publicClaimId: the part before
@@ -484,7 +481,8 @@ class DaemonLoop(AdPublishing, CommandHandling):
         assert self.engine is not None
         if self.starter.handles or self.sampler.total_condor_load > 0:
             return True
-        return any(self.engine.state_of(s)[0] in _POLLED_STATES for s in self.engine.slot_names())
+        # the engine counts the slots in Claimed, Preempting and Backfill as they change state: no scan per clock step
+        return self.engine.polled_slots() > 0
 
     def _sample_interval(self) -> float:
         if self._wants_polling():

@@ -11,8 +11,10 @@ while it runs, as the daemon measures its real jobs (figures from ``startd.simus
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import events_json
@@ -21,6 +23,12 @@ from .simusage import UsageProfiles, measure
 
 # What a simulated job's signals are, for JobExited.signal.
 _SIGNALS = {"SIGTERM": 15, "SIGKILL": 9, "SIGINT": 2, "SIGQUIT": 3, "SIGHUP": 1, "SIGUSR1": 10, "SIGUSR2": 12}
+
+
+_PUSHES = itertools.count()  # ties in the job heaps never reach the jobs themselves
+
+# The fields of a SimJob that decide when it ends and when its next usage update is due.
+_TIMED = frozenset({"remaining", "resumed_at", "kill_at", "next_usage"})
 
 
 @dataclass
@@ -51,6 +59,16 @@ class SimJob:
     ran: float = 0.0  # unsuspended seconds before resumed_at: the clock of its usage profile
     next_usage: float | None = None  # when the starter next measures it (None: suspended, or no profile)
     peak_rss_kb: int = 0  # the largest RSS measured so far (VanillaProc's max_rss)
+    seq: int = 0  # its place among the simulator's jobs (their dict's order)
+    # the simulator's queues are told when a time they order jobs by changes
+    watch: Callable[["SimJob"], None] | None = field(default=None, repr=False, compare=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name in _TIMED:
+            w = getattr(self, "watch", None)
+            if w is not None:
+                w(self)
 
     def running_time(self, now: float) -> float:
         """Seconds the job has run, suspensions left out."""
@@ -71,6 +89,9 @@ class SimStarters:
     these; it owns the state they work on, the clock and the event printer."""
 
     jobs: dict[str, SimJob]
+    _exit_heap: list[tuple[float, int, int, SimJob]]
+    _usage_heap: list[tuple[float, int, int, SimJob]]
+    _job_seq: int
     cleaning: dict[str, float]  # starters still cleaning up after their job: claim id -> when they exit
     activation: dict[str, JobParams]  # claim id -> how its current job behaves
     fetched_runtime: dict[str, float | None]  # slot -> runtime of the work it last fetched
@@ -94,7 +115,15 @@ class SimStarters:
             if out.claim_id.startswith("fetch#") and out.claim_id not in self.activation:
                 params = JobParams(self.fetched_runtime.get(out.claim_id.split("#")[1]))
             job = SimJob(out.claim_id, out.slot, params, params.runtime, now)
+            old = self.jobs.get(out.claim_id)
+            if old is not None:
+                job.seq = old.seq  # the dict keeps the key's place
+            else:
+                self._job_seq += 1
+                job.seq = self._job_seq
             self.jobs[out.claim_id] = job
+            job.watch = self._job_timed
+            self._job_timed(job)
             self._emit_job(out.slot, "start")
             self._followups.append(ev.JobStarted(now=now, claim_id=out.claim_id))
             self._followups.append(ev.JobUsage(now=now, claim_id=out.claim_id, load=self._load(job),
@@ -180,13 +209,56 @@ class SimStarters:
             return job.params.load
         return profiles.cpus.at(job.running_time(self.now))
 
+    # --- the jobs ordered by time: heaps of (time, seq, job), entries checked when they come up ---------
+
+    def _job_timed(self, job: SimJob) -> None:
+        """``job``'s end or next usage update may have moved: queue its times as they are now."""
+        due = job.exit_due()
+        if due is not None:
+            heapq.heappush(self._exit_heap, (due, job.seq, next(_PUSHES), job))
+        if job.next_usage is not None:
+            heapq.heappush(self._usage_heap, (job.next_usage, job.seq, next(_PUSHES), job))
+
+    def _live(self, job: SimJob) -> bool:
+        return self.jobs.get(job.claim_id) is job
+
+    def exit_due_first(self) -> float | None:
+        """When the first job ends by itself (None: none will while nothing changes)."""
+        heap = self._exit_heap
+        while heap:
+            d, _, _, job = heap[0]
+            if self._live(job) and job.exit_due() == d:
+                return d
+            heapq.heappop(heap)
+        return None
+
+    def _jobs_due(self, heap: list[tuple[float, int, int, SimJob]], t: float, when: Callable[[SimJob], float | None]
+                  ) -> list[SimJob]:
+        """The jobs whose time (``when``) has come by ``t``, in the jobs' order; their entries leave ``heap``."""
+        due: dict[int, SimJob] = {}
+        while heap and heap[0][0] <= t:
+            d, seq, _, job = heapq.heappop(heap)
+            if self._live(job) and when(job) == d:
+                due[seq] = job
+        return [due[k] for k in sorted(due)]
+
+    def jobs_ending(self, t: float) -> list[SimJob]:
+        """The jobs that end by ``t``, in the order of ``jobs``."""
+        return self._jobs_due(self._exit_heap, t, SimJob.exit_due)
+
     def usage_due(self) -> float | None:
         """When the next periodic usage update of a running job is due (None: none is)."""
-        return min((j.next_usage for j in self.jobs.values() if j.next_usage is not None), default=None)
+        heap = self._usage_heap
+        while heap:
+            d, _, _, job = heap[0]
+            if self._live(job) and job.next_usage == d:
+                return d
+            heapq.heappop(heap)
+        return None
 
     def _send_usage(self, t: float) -> None:
         """The periodic updates due at ``t``: the figures, and the load a ``cpus:`` profile makes."""
-        for job in [j for j in self.jobs.values() if j.next_usage is not None and j.next_usage <= t]:
+        for job in self._jobs_due(self._usage_heap, t, lambda j: j.next_usage):
             self._followups.append(ev.JobUsage(now=self.now, claim_id=job.claim_id, load=self._load(job),
                                                usage=self._measure(job)))
 

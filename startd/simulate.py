@@ -82,6 +82,9 @@ class Simulator(SimStarters, SimExpectations):
         self.engine_factory = engine_factory
         self.host = Host(scenario.host, self.t0)
         self.jobs: dict[str, SimJob] = {}
+        self._exit_heap: list[tuple[float, int, int, SimJob]] = []
+        self._usage_heap: list[tuple[float, int, int, SimJob]] = []
+        self._job_seq = 0
         # starters still cleaning up after their job: claim id -> when they exit
         self.cleaning: dict[str, float] = {}
         self.activation: dict[str, JobParams] = {}  # claim id -> how its current job behaves
@@ -197,7 +200,7 @@ class Simulator(SimStarters, SimExpectations):
         same_instant = 0
         last = None
         while True:
-            job_t = min([d for d in (j.exit_due() for j in self.jobs.values()) if d is not None]
+            job_t = min([d for d in (self.exit_due_first(),) if d is not None]
                         + list(self.cleaning.values()), default=None)
             usage_t = self.usage_due()
             wake = self.engine.next_wakeup()
@@ -213,7 +216,7 @@ class Simulator(SimStarters, SimExpectations):
             last = t
             self.now = t
             if job_t is not None and job_t <= t:
-                for job in [j for j in self.jobs.values() if (d := j.exit_due()) is not None and d <= t]:
+                for job in self.jobs_ending(t):
                     self._job_ends(job)
                 for cid in [c for c, d in self.cleaning.items() if d <= t]:
                     self._starter_exits(cid)

@@ -7,8 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..classad import ClassAd
+from ..classad.ast import Literal
 
 VANILLA_UNIVERSE = 5
+
+# The fields of a claim that its slot's timers read (the lease, sendAlive, the soft kill, CLAIM_WORKLIFE,
+# the retirement timer and the job hooks' UPDATE_JOB_INFO).
+HOLDER_WATCHED = frozenset({"lease_expires", "alive_next", "softkill_at", "began", "activations", "job_state",
+                            "update_at", "preparing"})
 
 
 def public_claim_id(claim_id: str) -> str:
@@ -81,6 +87,18 @@ class Claim:
     exit_pending: dict[str, Any] | None = None
     starter_alive: bool = False
     exit_hook_running: bool = False
+    # the slot whose current claim this is (set by the slot); told when a field its timers read changes
+    holder: Any = field(default=None, repr=False, compare=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name in HOLDER_WATCHED:
+            try:
+                h = self.holder
+            except AttributeError:  # still being constructed
+                return
+            if h is not None and h.claim is self and h.watch is not None:
+                h.watch(h, name, value)
 
     def start_lease(self, now: float) -> None:
         """Claim::startLeaseTimer: the lease runs from now, and sendAlive every third of it."""
@@ -114,7 +132,8 @@ class Claim:
 
     @property
     def universe(self) -> int | None:
-        v = self.job.evaluate("JobUniverse")
+        node = self.job.get_node("JobUniverse")
+        v = node.value if type(node) is Literal else self.job.evaluate("JobUniverse")
         return v if isinstance(v, int) and not isinstance(v, bool) else None
 
     @property

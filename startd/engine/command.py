@@ -1,11 +1,10 @@
 """The commands and events that drive the engine (HTCondor's ``command.cpp``), and :class:`Engine`, the
 engine as the shells use it.
 
-Each input (:mod:`startd.engine.events`) has one handler here: the schedd's and negotiator's claim
-protocol (match, request_claim, activate, suspend, continue, deactivate, release, keepalive), the
-administrator's commands (vacate, drain, cancel-drain, reconfig, off), and what the starter, the
-benchmarks, the backfill client, startd cron and the hooks report. Every command gets exactly one
-:class:`~startd.engine.events.Reply`.
+Each input (:mod:`startd.engine.events`) has one handler here: the claim protocol (match, request_claim,
+activate, suspend, continue, deactivate, release, keepalive), the administrator's commands (vacate, drain,
+cancel-drain, reconfig, off), and the reports of the starter, benchmarks, backfill, cron and hooks. Every
+command gets exactly one :class:`~startd.engine.events.Reply`.
 """
 
 from __future__ import annotations
@@ -83,6 +82,7 @@ class Engine(ResMgr):
         if inp.extra:
             self._extra.update(inp.extra)
             for s in self.slots.values():
+                s.written.clear()  # the shell's facts may name any attribute
                 for k, v in inp.extra.items():
                     s.ad[k] = v
                 self._changed.add(s.name)
@@ -552,6 +552,7 @@ class Engine(ResMgr):
         self._bench.update(inp.attrs)
         self._bench["LastBenchmark"] = int(self.now)
         for s in self._slot_list():
+            s.written.clear()
             for k, v in self._bench.items():
                 s.ad[k] = v
             self._changed.add(s.name)

@@ -302,12 +302,18 @@ class StartdHookMgr(Claiming):
     def _hook_deadlines(self) -> list[Timer]:
         out: list[Timer] = []
         for slot in self.slots.values():
-            if slot.fetch_at is not None and not slot.fetching:
-                out.append((slot.fetch_at, partial(self._fetch_timer, slot)))
-            c = slot.claim
-            if c is not None and c.update_at is not None and c.job_state in ("running", "suspended") \
-                    and c.preparing is None and slot.state in (State.CLAIMED, State.PREEMPTING):
-                out.append((c.update_at, partial(self._update_job_info, slot)))
+            out.extend(self._slot_hook_timers(slot))
+        return out
+
+    def _slot_hook_timers(self, slot: Slot) -> list[Timer]:
+        """The hooks' timers of one slot: its next FETCH_WORK, its job's next UPDATE_JOB_INFO."""
+        out: list[Timer] = []
+        if slot.fetch_at is not None and not slot.fetching:
+            out.append((slot.fetch_at, partial(self._fetch_timer, slot)))
+        c = slot.claim
+        if c is not None and c.update_at is not None and c.job_state in ("running", "suspended") \
+                and c.preparing is None and slot.state in (State.CLAIMED, State.PREEMPTING):
+            out.append((c.update_at, partial(self._update_job_info, slot)))
         return out
 
     def _fetch_timer(self, slot: Slot) -> None:

@@ -9,8 +9,9 @@ shells read (slot names, states, ads, the daemon ad).
 
 from __future__ import annotations
 
+import secrets
 import time as _time
-from typing import Any
+from typing import Any, Callable
 
 from ..classad import ClassAd
 from ..classad.ast import Node
@@ -18,7 +19,7 @@ from ..classad.jsonform import value_to_json_obj
 from ..qube import duty_attrs
 from .. import slots as _slots
 from ..slots import DynamicSlotIds, MachineLayout, Resources, SlotDef
-from .claim import Claim, same_claim_id
+from .claimindex import ClaimIndex
 from .convert import knob_number
 from .cronhooks import CronAds
 from .events import AdChanged, HostSample, Output, Reply, ShutdownComplete, SlotCreated, SlotDeleted
@@ -28,6 +29,16 @@ from .resource import Slot
 from .stats import StartdStats
 from .resstate import Timer
 from .states import Activity, State
+from .timerq import Key, TimerQueue
+
+# The figures _refresh_dynamic writes on every slot, in this order; Slot.written holds them as one tuple
+# under _DYNAMIC (a key no attribute can have), forgotten whenever the record is cleared
+_DYNAMIC_NAMES = ("LoadAvg", "TotalLoadAvg", "TotalCondorLoadAvg", "KeyboardIdle", "ConsoleIdle", "ClockMin",
+                  "ClockDay")
+_DYNAMIC = "\0dynamic"
+
+# ResMgr::needsPolling: the states in which a slot is polled (a partitionable slot does not count)
+_POLLED = frozenset({State.CLAIMED, State.PREEMPTING, State.BACKFILL})
 
 
 def valid_daemon_name(name: str | None, host: str) -> str:
@@ -39,7 +50,7 @@ def valid_daemon_name(name: str | None, host: str) -> str:
     return name if "@" in name else f"{name}@{host}"
 
 
-class ResMgr(Draining):
+class ResMgr(Draining, ClaimIndex):
     """The machine and its slots."""
 
     def __init__(self, conf: Any, host: HostSample, *, machine: str | None = None,
@@ -89,6 +100,13 @@ class ResMgr(Draining):
         self._depth = 0
         self.slots: dict[str, Slot] = {}
         self._order: list[str] = []
+        self._timers = TimerQueue(self._timers_of)
+        self._claim_salt = secrets.token_bytes(16)
+        self._claim_index: dict[bytes, dict[int, Slot]] = {}  # claim id's bucket -> (seq -> slot holding it)
+        self._next_seq = 0
+        self._top_rank: dict[str, int] = {}  # a static or partitionable slot's place in the slot order
+        self._polled = 0  # slots in a polled state
+        self._polled_np = 0  # ... that are not partitionable (ResMgr::needsPolling counts these)
         self._next_update: float | None = None
         self._next_poll: float | None = None
         self._duty: dict[str, str] = {}
@@ -129,35 +147,22 @@ class ResMgr(Draining):
         self._emit(Reply(self.now, getattr(inp, "request", None), command, ok, error, claim_id, slot, dict(data),
                          self._reply_explain(inp, command, ok, error, slot)))
 
-    def _find_claim(self, claim_id: str) -> tuple[Slot, Claim, bool] | None:
-        """(slot, claim, is_current) for a claim id, current claims first.
-
-        A claim id is a capability: every stored id is compared with the one given in constant time
-        (hmac.compare_digest), so how long a refusal takes says nothing about the secret."""
-        if not claim_id:
-            return None
-        given = claim_id.encode()
-        found: tuple[Slot, Claim, bool] | None = None
-        for s in self.slots.values():
-            if s.claim is not None and same_claim_id(s.claim.id, given) and found is None:
-                found = s, s.claim, True
-        if found is not None:
-            return found
-        for s in self.slots.values():
-            for c in (s.pre, s.pending):
-                if c is not None and same_claim_id(c.id, given) and found is None:
-                    found = s, c, False
-        return found
-
-
     def _add_slot(self, spec: SlotDef, parent: Slot | None, resources: Resources) -> Slot:
         ad = ClassAd()
-        slot = Slot(spec=spec, ad=ad, resources=resources, entered_state=self.now, entered_activity=self.now)
+        slot = Slot(spec=spec, ad=ad, resources=resources, entered_state=self.now, entered_activity=self.now,
+                    seq=self._next_seq)
+        self._next_seq += 1
+        if slot.state in _POLLED:
+            self._polled += 1
+            self._polled_np += not spec.partitionable
+        slot.watch = self._slot_touched
+        self._timers.mark(slot)
         if spec.partitionable:
             slot.ids = DynamicSlotIds()
         self.slots[spec.name] = slot
         ad["TotalSlots"] = len(self.slots)
         if parent is None:
+            self._top_rank[spec.name] = len(self._top_rank)
             self._order.append(spec.name)
         else:
             # dynamic slots follow their parent in slot-id order (an id freed earlier is reused)
@@ -172,6 +177,13 @@ class ResMgr(Draining):
     def _delete_slot(self, slot: Slot, reason: str) -> None:
         """A dynamic slot goes away: its resources and its id return to the partitionable slot."""
         slot.deleted = True
+        slot.watch = None
+        for c in {id(c): c for c in (slot.claim, slot.pre, slot.pending) if c is not None}.values():
+            self._unindex_claim(slot, c, None)
+        self._timers.drop(slot)
+        if slot.state in _POLLED:
+            self._polled -= 1
+            self._polled_np -= not slot.spec.partitionable
         parent = self.slots.get(slot.parent_name or "")
         del self.slots[slot.name]
         self._order.remove(slot.name)
@@ -185,6 +197,36 @@ class ResMgr(Draining):
             self._set_pslot_resources(parent)
         self._emit(SlotDeleted(self.now, slot.name))
 
+    def _slot_touched(self, slot: Slot, name: str, value: Any) -> None:
+        """A field of ``slot`` (or of its claim) that its timers or the polling read is about to change."""
+        self._timers.mark(slot)
+        if name == "state":
+            d = (value in _POLLED) - (slot.state in _POLLED)
+            if d:
+                self._polled += d
+                if not slot.spec.partitionable:
+                    self._polled_np += d
+        if name in ("claim", "pre", "pending"):
+            old = getattr(slot, name)
+            if old is not value:
+                if old is not None:
+                    self._unindex_claim(slot, old, name)
+                if value is not None:
+                    if name == "claim":
+                        value.holder = slot
+                    self._claim_index.setdefault(self._claim_key(value.id), {})[slot.seq] = slot
+
+    def _order_key(self, s: Slot) -> tuple[int, int]:
+        """A slot's place in ``_order``: its (partitionable) slot's, then its dynamic slot id."""
+        if s.parent_name is None:
+            return self._top_rank[s.name], 0
+        return self._top_rank[s.parent_name], s.spec.sub_id or 0
+
+    def polled_slots(self) -> int:
+        """How many slots are Claimed, Preempting or in Backfill (the states in which the shells poll);
+        kept as slots change state, so reading it costs nothing."""
+        return self._polled
+
     def _set_pslot_resources(self, p: Slot) -> None:
         self._publish_resources(p)
         self._changed.add(p.name)
@@ -192,6 +234,8 @@ class ResMgr(Draining):
     def _refresh_duty(self) -> None:
         """Qube!'s host.duty.*: lists over the jobs on the whole machine, on every slot ad of a configuration
         written for Qube! (none otherwise). Called when a job starts or goes away, and after a reconfig."""
+        if not self.knobs.qube_duty and not self._duty:
+            return  # nothing to publish, nothing to take away: no walk over the jobs
         jobs = [s.claim.job for s in self._slot_list() if s.claim is not None and s.claim.active]
         duty = duty_attrs(jobs) if self.knobs.qube_duty else {}
         if duty == self._duty:
@@ -207,16 +251,21 @@ class ResMgr(Draining):
             self._changed.add(s.name)
 
     def _refresh_dynamic(self, now: float) -> None:
-        """HTCondor's compute + assign_load + assign_keyboard: the figures every slot ad carries."""
+        """HTCondor's compute + assign_load + assign_keyboard: the figures every slot ad carries. Each is
+        written only when it differs from what was written last (``Slot.written``)."""
         condor_total = 0.0
         benchmarking = [n for n in self._order if n in self.slots and self.slots[n].activity == Activity.BENCHMARKING]
         condor_load: dict[str, float] = {}
+        extra_load = self.cron.extra_load
+        order = self._order
         for slot in self.slots.values():
             c = slot.claim
             slot_load = c.load if (c is not None and c.job_state in ("running", "vacating", "killing")) else 0.0
-            slot_load += self.cron.extra_load(slot.name, self._order, benchmarking)
+            slot_load += extra_load(slot.name, order, benchmarking)
             condor_load[slot.name] = v = round(slot_load, 4)
-            slot.ad["CondorLoadAvg"] = v
+            w = slot.written
+            if type(w.get("CondorLoadAvg")) is not float or w["CondorLoadAvg"] != v:
+                slot.ad["CondorLoadAvg"] = w["CondorLoadAvg"] = v
             condor_total += slot_load
         owner_total = max(self._owner_load_total, 0.0)
         total_load = owner_total + condor_total
@@ -228,21 +277,25 @@ class ResMgr(Draining):
         clock_min, clock_day = lt.tm_hour * 60 + lt.tm_min, (lt.tm_wday + 1) % 7
         on_console, on_keyboard = self.knobs.slots_on_console, self.knobs.slots_on_keyboard
         total_r, condor_r = round(total_load, 4), round(condor_total, 4)
+        claimed = (State.CLAIMED, State.PREEMPTING)
         for s in self._slot_list():
             # ResMgr::assign_idle_to_slots: by slot id (a dynamic slot has its partitionable slot's); a slot
             # not connected to the console or the keyboard sees the startd's age plus the boost
             sid = s.spec.id
             s.console_idle = con if sid <= on_console else maxidle
             s.keyboard_idle = kbd if sid <= on_keyboard else maxidle
-            ad = s.ad
-            ad["LoadAvg"] = round(s.owner_load + condor_load.get(s.name, 0.0), 4)
-            ad["TotalLoadAvg"] = total_r
-            ad["TotalCondorLoadAvg"] = condor_r
-            ad["KeyboardIdle"] = int(s.keyboard_idle)
-            ad["ConsoleIdle"] = int(s.console_idle)
-            ad["ClockMin"] = clock_min
-            ad["ClockDay"] = clock_day
-            if s.claim is not None and s.state in (State.CLAIMED, State.PREEMPTING):
+            new = (round(s.owner_load + condor_load.get(s.name, 0.0), 4), total_r, condor_r,
+                   int(s.keyboard_idle), int(s.console_idle), clock_min, clock_day)
+            w = s.written
+            old = w.get(_DYNAMIC)
+            if old != new:
+                ad = s.ad
+                for i, name in enumerate(_DYNAMIC_NAMES):
+                    v = new[i]
+                    if old is None or old[i] != v or type(old[i]) is not type(v):
+                        ad[name] = v
+                w[_DYNAMIC] = new
+            if s.claim is not None and s.state in claimed:
                 self._publish_claim(s)
         self._condor_load = condor_total
 
@@ -295,10 +348,7 @@ class ResMgr(Draining):
 
     def _needs_polling(self) -> bool:
         """ResMgr::needsPolling: a slot that is Claimed, Preempting or in Backfill, or HTCondor load."""
-        for s in self.slots.values():
-            if s.state in (State.CLAIMED, State.PREEMPTING, State.BACKFILL) and not s.spec.partitionable:
-                return True
-        return getattr(self, "_condor_load", 0.0) > 0
+        return self._polled_np > 0 or getattr(self, "_condor_load", 0.0) > 0
 
     def eval_all(self, now: float) -> None:
         """One policy pass over every slot (ResMgr::eval_all)."""
@@ -329,22 +379,47 @@ class ResMgr(Draining):
 
     def next_wakeup(self) -> float | None:
         """The exact time of the next timer, or None when nothing is scheduled."""
-        times = [t for t, _ in self._deadlines()]
+        head = self._first_timer()
+        times = [head[0][0]] if head is not None else []
         if self._next_update is not None:
             times.append(self._next_update)
         if self._next_poll is not None:
             times.append(self._next_poll)
         return min(times) if times else None
 
+    def _first_timer(self) -> tuple[Key, Callable[[], None]] | None:
+        """The timer that fires first: the slots' and hooks' from the queue, or the backfill client's kill.
+        Equal times fire in the order of :meth:`_deadlines`."""
+        head = self._timers.head()
+        k = self._backfill_kill_deadline
+        if k is not None and (head is None or (k, 1, 0, 0) < head[0]):
+            return (k, 1, 0, 0), self._backfill_gone
+        return head
+
+    def _timers_of(self, slot: Slot) -> tuple[list[tuple[Key, Callable[[], None]]], bool]:
+        """The timers of one slot for the queue, and whether they must be computed afresh on every read
+        (the end of retirement and CLAIM_WORKLIFE read the clock and expressions, not just fields)."""
+        seq = slot.seq
+        out: list[tuple[Key, Callable[[], None]]] = [
+            ((t, 0, seq, i), fn) for i, (t, fn) in enumerate(self._slot_timers(slot))]
+        out += [((t, 2, seq, i), fn) for i, (t, fn) in enumerate(self._slot_hook_timers(slot))]
+        c = slot.claim
+        volatile = slot.state == State.CLAIMED and c is not None and (
+            (slot.activity == Activity.RETIRING and c.job_state == "running")
+            or (slot.activity == Activity.IDLE and c.activations > 0 and c.began is not None))
+        return out, volatile
+
     def _fire_timers(self, now: float) -> None:
         for _ in range(10000):
-            due = [(t, f) for t, f in self._deadlines() if t <= now + 1e-9]
+            head = self._first_timer()
+            due = head is not None and head[0][0] <= now + 1e-9
             periodic = (self._next_update is not None and self._next_update <= now + 1e-9) or \
                        (self._next_poll is not None and self._next_poll <= now + 1e-9)
             if not due and not periodic:
                 return
             if due:
-                t, fn = min(due, key=lambda x: x[0])
+                assert head is not None
+                t, fn = head[0][0], head[1]
                 if not periodic or t <= min(x for x in (self._next_update, self._next_poll) if x is not None):
                     self.now = now
                     fn()
@@ -371,7 +446,8 @@ class ResMgr(Draining):
                 slot.ad["HibernationState"] = v if isinstance(v, str) else "NONE"
 
     def _deadlines(self) -> list[Timer]:
-        """Every timer that is set: each slot's own, the backfill client's kill, the hooks'."""
+        """Every timer that is set: each slot's own, the backfill client's kill, the hooks'. (The full
+        list, O(n): the engine reads the queue instead; this is its reference.)"""
         out: list[Timer] = []
         for slot in self.slots.values():
             out.extend(self._slot_timers(slot))
@@ -419,9 +495,16 @@ class ResMgr(Draining):
                 self._emit(ShutdownComplete(self.now, restart=self._shutdown_restart,
                                             reason="draining completed" if self._draining else ""))
         self._publish_derived()
-        for name in self._order:
-            if name in self._changed and name in self.slots:
-                self._emit(AdChanged(self.now, name))
+        changed = self._changed
+        if len(changed) * 4 < len(self._order):
+            # few changed: sort them into slot order rather than walk every slot
+            live = [self.slots[n] for n in changed if n in self.slots]
+            for s in sorted(live, key=self._order_key):
+                self._emit(AdChanged(self.now, s.name))
+        else:
+            for name in self._order:
+                if name in changed and name in self.slots:
+                    self._emit(AdChanged(self.now, name))
         self._changed.clear()
         self._cause = None  # the input has been handled: what the timers do next is theirs
         out, self._out = self._out, []

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..classad import ClassAd, Expr
 from ..classad.ast import Node
@@ -29,9 +29,43 @@ from .policy import PolicyKnobs
 from .stats import History, StartdStats
 from .states import Activity, State
 
+# The fields of a slot (and, through Claim.HOLDER_WATCHED, of its current claim) that its timers and the
+# machine's polling read: the machine is told before any of them changes.
+WATCHED = frozenset({"state", "activity", "claim", "match_deadline", "vacate_deadline", "killing_deadline",
+                     "fetch_at", "fetching", "pre", "pending"})
+
 # HTCondor's Requirements on every slot (Resource::publish_requirements): the job must satisfy START and
 # fit what the slot holds.
 REQ = parse_node("START && WithinResourceLimits")
+
+# Slot.written: a name the engine knows is not in the ad (vs. one it has no record of)
+GONE = object()
+
+
+def set_node(ad: ClassAd, name: str, node: Node) -> None:
+    """Store the expression ``node`` as ``name`` unless the ad holds that very expression already (so
+    the ad's generation moves only on a real change)."""
+    if ad.get_node(name) is not node or ad.name_of(name) != name:
+        ad[name] = Expr(node)
+
+
+def put(slot: "Slot", name: str, value: Any) -> None:
+    """Write a literal the engine refreshes often into the slot's ad, unless it wrote that very value
+    there last time (``slot.written``, cleared whenever another path may have written the ad)."""
+    w = slot.written
+    old = w.get(name, GONE)
+    if type(old) is not type(value) or old != value:
+        slot.ad[name] = value
+        w[name] = value
+
+
+def drop(slot: "Slot", name: str) -> None:
+    """Remove ``name`` from the slot's ad (if there), remembering that it is gone."""
+    w = slot.written
+    if w.get(name) is not GONE:
+        if name in slot.ad:
+            del slot.ad[name]
+        w[name] = GONE
 
 
 @dataclass(slots=True)
@@ -75,6 +109,23 @@ class Slot:
     next_fetch_delay: int = -1  # FetchWorkDelay as last evaluated (NextFetchWorkDelay)
     history: History = field(default_factory=History)  # ResState's time in each state/activity
     fetch_spawned: float = 0.0  # when FETCH_WORK was last started (LastFetchWorkSpawned)
+    seq: int = 0  # the order the slot joined the machine's slot table (ties between equal timers)
+    # the engine's cache of attributes it wrote into ``ad`` (see SlotAds._put): cleared whenever the ad
+    # may have been written by another path
+    written: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # the machine watching this slot: told (slot, field, new value) before a field that decides the slot's
+    # timers or its polling changes (see WATCHED)
+    watch: Callable[["Slot", str, Any], None] | None = field(default=None, repr=False, compare=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in WATCHED:
+            try:
+                w = self.watch
+            except AttributeError:  # still being constructed
+                w = None
+            if w is not None:
+                w(self, name, value)
+        object.__setattr__(self, name, value)
 
     @property
     def name(self) -> str:
@@ -200,14 +251,14 @@ class ResourceBase:
         assert node is not None
         ad = slot.ad
         saved = ad.get_node("Start")
-        ad["Start"] = Expr(node)
+        set_node(ad, "Start", node)
         try:
             if _eval_to_bool(evaluate_node(REQ, ad, job, self.now)) is True:
                 return True, ""
             raw = self._eval(slot, "WithinResourceLimits", job)
         finally:
             if saved is not None:
-                ad["Start"] = Expr(saved)
+                set_node(ad, "Start", saved)
         return False, f"the job asks for more than {slot.name} has (WithinResourceLimits is {describe(raw)})"
 
     def _rank_for(self, slot: Slot, job: ClassAd) -> float:

@@ -8,14 +8,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..classad import ClassAd, Expr
+from ..classad import ClassAd
 from ..classad.ast import Literal
 from ..classad.evaluate import evaluate_node
 from ..classad.values import UNDEFINED
 from .. import slots as _slots
 from .. import CONDOR_VERSION
 from .claim import Claim, public_claim_id
-from .resource import REQ, ResourceBase, Slot
+from .resource import REQ, ResourceBase, Slot, drop, put, set_node
 from .states import State
 
 # Attributes a claim publishes; removed when the slot no longer has one.
@@ -77,6 +77,7 @@ class SlotAds(ResourceBase):
     def _build_static_ad(self, slot: Slot) -> None:
         """Everything in the ad that the configuration and the layout decide."""
         ad = slot.ad
+        slot.written.clear()  # what follows may write any name
         self._publish_resources(slot)
         for attr, knob, default in _IDENTITY_ATTRS:
             ad[attr] = self.conf.get(knob) or default
@@ -96,14 +97,14 @@ class SlotAds(ResourceBase):
                 ad[name] = expr
                 slot.config_attrs.add(name)
         for attr, node in self._policy_of(slot).items():
-            ad[attr] = Expr(node)
+            set_node(ad, attr, node)
         # DaemonCore::publish, publish_resmgr_dynamic and the HibernationManager with hibernation off; the
         # shell's facts of the machine (its network adapter, its sleep states) come after and win
         ad["CondorVersion"] = CONDOR_VERSION
         ad["IsLocalStartd"] = self.knobs.is_local
         ad["TimeToLive"] = _INT_MAX  # ResMgr::time_to_live without STARTD_NOCLAIM_SHUTDOWN
         ad["HasVM"] = False  # VMUniverseMgr::publish: no VM universe here
-        ad["Unhibernate"] = Expr(self.knobs.unhibernate)
+        set_node(ad, "Unhibernate", self.knobs.unhibernate)
         for k, v in _HIBERNATION_OFF.items():
             ad[k] = v
         for k, v in self._bench.items():
@@ -152,13 +153,13 @@ class SlotAds(ResourceBase):
             ad["Requirements"] = False
         elif self._draining or slot.state == State.DRAINED:
             if self._drain_start is not None:
-                ad["Start"] = Expr(self._drain_start)
-                ad["Requirements"] = Expr(REQ)
+                set_node(ad, "Start", self._drain_start)
+                set_node(ad, "Requirements", REQ)
             else:
                 ad["Requirements"] = False
         else:
-            ad["Start"] = Expr(self._policy_of(slot)["Start"])
-            ad["Requirements"] = Expr(REQ)
+            set_node(ad, "Start", self._policy_of(slot)["Start"])
+            set_node(ad, "Requirements", REQ)
 
     def _publish_draining(self, slot: Slot) -> None:
         """ResMgr::publish_draining_attrs and Resource::refresh_draining_attrs: Draining, DrainReason and
@@ -182,20 +183,20 @@ class SlotAds(ResourceBase):
         if self._mjrt_override is not None:
             ad["MaxJobRetirementTime"] = self._mjrt_override
         else:
-            ad["MaxJobRetirementTime"] = Expr(self._policy_of(slot)["MaxJobRetirementTime"])
+            set_node(ad, "MaxJobRetirementTime", self._policy_of(slot)["MaxJobRetirementTime"])
 
     def _publish_drain_expectations(self, slot: Slot) -> None:
         """The Expected*Draining* figures of ResMgr::compute_draining_attrs."""
-        ad, e = slot.ad, self._drain_expect
-        ad["ExpectedMachineGracefulDrainingBadput"] = e["graceful_badput"]
-        ad["ExpectedMachineQuickDrainingBadput"] = e["quick_badput"]
-        ad["ExpectedMachineGracefulDrainingCompletion"] = e["graceful_done"]
-        ad["ExpectedMachineQuickDrainingCompletion"] = e["quick_done"]
+        e = self._drain_expect
+        put(slot, "ExpectedMachineGracefulDrainingBadput", e["graceful_badput"])
+        put(slot, "ExpectedMachineQuickDrainingBadput", e["quick_badput"])
+        put(slot, "ExpectedMachineGracefulDrainingCompletion", e["graceful_done"])
+        put(slot, "ExpectedMachineQuickDrainingCompletion", e["quick_done"])
         # ResMgr::publish_draining_attrs: the totals once they are not zero
         for name, v in (("TotalMachineDrainingBadput", self._draining_badput),
                         ("TotalMachineDrainingUnclaimedTime", e["unclaimed"])):
             if v:
-                ad[name] = v
+                put(slot, name, v)
 
     def _publish_claim(self, slot: Slot) -> None:
         """Claim::publish and Claim::publishStateTimes: who holds the claim, its job and its clocks. What
@@ -206,50 +207,50 @@ class SlotAds(ResourceBase):
         now = self.now
         if c is None or slot.state not in (State.CLAIMED, State.PREEMPTING):
             if slot.claim_published is not None or "PublicClaimId" in ad:
+                slot.written.clear()
                 for a in _CLAIM_ATTRS + _CLIENT_ATTRS + self.knobs.job_attrs:
                     if a in ad:
                         del ad[a]
                 slot.claim_published = None
-            ad["CurrentRank"] = 0.0
-            ad["NumPids"] = 0  # Claim::publish: the unclaimed slot's Client has no processes
-            ad["RetirementTimeRemaining"] = 0
+            put(slot, "CurrentRank", 0.0)
+            put(slot, "NumPids", 0)  # Claim::publish: the unclaimed slot's Client has no processes
+            put(slot, "RetirementTimeRemaining", 0)
         else:
             pre = slot.pre
             key = (ad, c, c.job, c.job_version, c.rank, c.active, c.job_start, c.client, pre,
                    pre.rank if pre is not None else None, self.knobs.job_attrs)
             if slot.claim_published != key:
                 slot.claim_published = key
+                slot.written.clear()  # the holder's attributes (STARTD_JOB_ATTRS) may be any
                 self._publish_claim_holder(slot, c)
             jr, js, cr, cs = c.totals(now)
             # Claim::publishStateTimes publishes each clock once it has counted a second
             for name, secs in (("TotalJobRunTime", jr), ("TotalJobSuspendTime", js), ("TotalClaimRunTime", cr),
                                ("TotalClaimSuspendTime", cs)):
                 if int(secs) > 0:
-                    ad[name] = int(secs)
-                elif name in ad:
-                    del ad[name]
-            ad["NumPids"] = c.num_pids  # Claim::publish
+                    put(slot, name, int(secs))
+                else:
+                    drop(slot, name)
+            put(slot, "NumPids", c.num_pids)  # Claim::publish
             if c.active and slot.state == State.CLAIMED:  # Claim::publish and publish_dynamic, while a job runs
                 usage = c.extra
-                ad["ImageSize"] = int(usage.get("ImageSize", 0) or 0)
-                ad["CpusUsage"] = float(usage.get("CpusUsage", 0.0) or 0.0)
+                put(slot, "ImageSize", int(usage.get("ImageSize", 0) or 0))
+                put(slot, "CpusUsage", float(usage.get("CpusUsage", 0.0) or 0.0))
                 if c.pid:
-                    ad["JobPid"] = int(c.pid)
+                    put(slot, "JobPid", int(c.pid))
             else:
-                for a in ("CpusUsage", "JobPid"):
-                    if a in ad:
-                        del ad[a]
+                drop(slot, "CpusUsage")
+                drop(slot, "JobPid")
             # Resource::publish_dynamic: the claim's public id and lease end while Claimed only
             if slot.state == State.CLAIMED:
-                ad["PublicClaimId"] = public_claim_id(c.id)
-                ad["ClaimEndTime"] = 0  # Claim::getLeaseEndtime: set only for claimed partitionable slots
+                put(slot, "PublicClaimId", public_claim_id(c.id))
+                put(slot, "ClaimEndTime", 0)  # Claim::getLeaseEndtime: set only for claimed partitionable slots
             else:
-                for a in ("PublicClaimId", "ClaimEndTime"):
-                    if a in ad:
-                        del ad[a]
+                drop(slot, "PublicClaimId")
+                drop(slot, "ClaimEndTime")
             rem = self._retirement_remaining(slot)
             # a peaceful shutdown makes retirement endless; HTCondor publishes INT_MAX then
-            ad["RetirementTimeRemaining"] = int(rem) if math.isfinite(rem) else 2**31 - 1
+            put(slot, "RetirementTimeRemaining", int(rem) if math.isfinite(rem) else 2**31 - 1)
             return
         for a in ("PreemptingRank", "PreemptingOwner", "PreemptingUser"):
             if a in ad:
@@ -287,7 +288,7 @@ class SlotAds(ResourceBase):
             for a in self.knobs.job_attrs:
                 node = c.job.get_node(a)
                 if node is not None:
-                    ad[a] = Expr(node)
+                    set_node(ad, a, node)
         else:
             for a in ("JobId", "JobStart", "GlobalJobId") + self.knobs.job_attrs:
                 if a in ad:
@@ -326,11 +327,14 @@ class SlotAds(ResourceBase):
             literal_or_attr = node is None or isinstance(node, Literal)
             if value is None:
                 for a in (f"{name}Time", f"{name}Value"):
+                    slot.written.pop(a, None)
                     if a in slot.ad:
                         del slot.ad[a]
                 continue
+            slot.written.pop(f"{name}Time", None)  # a latch may be named after an attribute put() keeps
             slot.ad[f"{name}Time"] = int(when)
             if not literal_or_attr:
+                slot.written.pop(f"{name}Value", None)
                 slot.ad[f"{name}Value"] = value
 
     def _publish_fetch(self, slot: Slot) -> None:
@@ -370,5 +374,7 @@ class SlotAds(ResourceBase):
             return False
         slot.cron_attrs, changed = self.cron.merge_into(slot.ad, slot.spec.id, slot.name, slot.cron_attrs,
                                                         self.now)
+        if changed:
+            slot.written.clear()  # a cron ad may set any name
         return changed
 
