@@ -1,11 +1,12 @@
 """How ``startd run`` holds up as the number of slots grows.
 
-    .venv/bin/python benchmarks/scale_bench.py [--slots 8,256,2048] [--broker mqtt://127.0.0.1:1883|embedded]
+    .venv/bin/python benchmarks/scale_bench.py [--slots 8,256,2048] [--broker mqtt://127.0.0.1:1883|embedded|mosquitto]
                                                [--seconds 10] [--idle 10] [--json]
 
 For each N, a real daemon (``startd run``, a subprocess) with N static slots (``NUM_CPUS = NUM_SLOTS = N``, not partitionable) is started
 against the broker (Mosquitto by default, under a topic root of its own; ``embedded`` starts the daemon's
-embedded broker) and measured:
+embedded broker; ``mosquitto`` a Mosquitto of the benchmark's own with ``set_tcp_nodelay``, stopped at the
+end; the first line says which) and measured:
 
 1. **Start-up**: from the spawn to the first answered query (goal: at most 5 s at 2048 slots).
 2. **Idle**: the daemon's CPU as a share of one core over ``--idle`` seconds (goal: at most 1 %), and its
@@ -239,17 +240,51 @@ def report(r: dict[str, Any]) -> None:
               f"(goal <= {GOAL_LAG_MS:g} ms) {_verdict(r['loop_lag_ms'] <= GOAL_LAG_MS)}")
 
 
+async def _own_mosquitto(tmp: Path) -> tuple[asyncio.subprocess.Process, str]:
+    """A Mosquitto of the benchmark's own on a free port, with TCP_NODELAY (a system Mosquitto without it
+    puts a ~45 ms floor under every round trip)."""
+    port = _free_port()
+    conf = tmp / "mosquitto.conf"
+    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\n")
+    proc = await asyncio.create_subprocess_exec("mosquitto", "-c", str(conf), stdout=asyncio.subprocess.DEVNULL,
+                                                stderr=asyncio.subprocess.DEVNULL)
+    for _ in range(200):
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return proc, f"mqtt://127.0.0.1:{port}"
+        await asyncio.sleep(0.025)
+    proc.kill()
+    raise RuntimeError("mosquitto did not start")
+
+
 async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="startd-scale-") as tmp:
-        base = await measure(Path(tmp), 1, args.broker, 0, args.idle, None)
-        for n in [int(x) for x in args.slots.split(",") if x.strip()]:
-            r = await measure(Path(tmp), n, args.broker, args.seconds, args.idle, int(base["rss_bytes"]))
-            results.append(r)
-            if args.json:
-                print(json.dumps(r), flush=True)
-            else:
-                report(r)
+        own: asyncio.subprocess.Process | None = None
+        if args.broker == "mosquitto":
+            own, args.broker = await _own_mosquitto(Path(tmp))
+            what = f"its own Mosquitto with set_tcp_nodelay at {args.broker} (pid {own.pid})"
+        elif args.broker == "embedded":
+            what = "the daemon's embedded broker (amqtt)"
+        else:
+            what = f"the broker at {args.broker}"
+        print(json.dumps({"broker": what}) if args.json else f"broker: {what}", flush=True)
+        try:
+            return await _measure_all(Path(tmp), args, results)
+        finally:
+            if own is not None and own.returncode is None:
+                own.terminate()
+                await own.wait()
+
+
+async def _measure_all(tmp: Path, args: argparse.Namespace, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    base = await measure(tmp, 1, args.broker, 0, args.idle, None)
+    for n in [int(x) for x in args.slots.split(",") if x.strip()]:
+        r = await measure(tmp, n, args.broker, args.seconds, args.idle, int(base["rss_bytes"]))
+        results.append(r)
+        if args.json:
+            print(json.dumps(r), flush=True)
+        else:
+            report(r)
     return results
 
 
@@ -259,7 +294,8 @@ def main() -> None:
         return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--slots", default="8,256,2048", help="comma-separated slot counts (default 8,256,2048)")
-    ap.add_argument("--broker", default="mqtt://127.0.0.1:1883", help="broker URL, or 'embedded'")
+    ap.add_argument("--broker", default="mqtt://127.0.0.1:1883",
+                    help="broker URL, 'embedded', or 'mosquitto' (one of its own, with TCP_NODELAY)")
     ap.add_argument("--seconds", type=float, default=12.0, help="length of the query load (default 12)")
     ap.add_argument("--idle", type=float, default=10.0, help="length of the idle measurement (default 10)")
     ap.add_argument("--json", action="store_true")

@@ -5,8 +5,8 @@ Thousands of slots must not hold the event loop (and the embedded broker beside 
 whatever walks every slot does it in slices of at most :data:`SLICE_SECONDS`, yielding to the loop
 between them, and converts only what changed: the JSON of each slot is cached by
 :class:`startd.transport.adjson.AdJsonCache`, keyed on the engine's live ad and its generation. Taking
-a slot's ad (``Engine.slot_ad``: its clocks brought up to date, then copied) and converting it happen
-within one slice, so each ad in a reply is whole, as of the moment it was taken.
+a slot's ad (``Engine.published_ad``: its clocks brought up to date, read in place) and converting it
+happen within one slice, so each ad in a reply is whole, as of the moment it was taken.
 """
 
 from __future__ import annotations
@@ -51,12 +51,14 @@ class AdPublishing:
         return self.transport.connection.ad_json  # type: ignore[no-any-return]
 
     def _take(self, slot: str) -> tuple[ClassAd, ClassAd, int] | None:
-        """The slot's ad as published now (a copy), the live ad it was copied from and the latter's
-        generation; None when the slot is gone."""
+        """The slot's ad as published now, the live ad it is (or was copied from) and the latter's
+        generation; None when the slot is gone. The engine's live ad is read in place (``published_ad``):
+        it is only read, within the slice that took it."""
         s = self.engine.slots.get(slot)
         if s is None:
             return None
-        ad = self.engine.slot_ad(slot)
+        take = getattr(self.engine, "published_ad", None)
+        ad = take(slot) if take is not None else self.engine.slot_ad(slot)
         return ad, s.ad, s.ad.generation
 
     # -- publications --------------------------------------------------------------------------------

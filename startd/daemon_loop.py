@@ -40,7 +40,7 @@ import structlog
 
 from . import events_json
 from .classad import ClassAd
-from .daemon_ads import AdPublishing
+from .daemon_ads import SLICE_SECONDS, AdPublishing
 from .daemon_commands import CommandHandling
 from .daemon_config import (
     DaemonDirs,
@@ -286,7 +286,13 @@ class DaemonLoop(AdPublishing, CommandHandling):
         follow: list[ev.Input] = []
         ads_changed = False
         changed: list[str] = []
+        start = time.perf_counter()
         for out in outputs:
+            if time.perf_counter() - start > SLICE_SECONDS:
+                # thousands of outputs (every slot's transition at start-up) do not hold the loop at once:
+                # the connection and the queries go on between slices (the engine is already past them)
+                await asyncio.sleep(0)
+                start = time.perf_counter()
             t = round(out.t, 3)
             if isinstance(out, (ev.Transition, ev.SlotCreated, ev.SlotDeleted)):
                 event = events_json.output_event(t, out)

@@ -95,11 +95,30 @@ class StartdHookMgr(Claiming):
         cached = slot.fetch_hook
         if cached is not None and cached[0] is self.conf:
             return cached[1]
+        if not self._hook_keywords_defined():
+            slot.fetch_hook = (self.conf, None)
+            return None
         kw = slot_keyword(self.conf, slot.name, slot.spec.parent_type_id)
         if kw is not None and hook_path(self.conf, kw, "FETCH_WORK") is None:
             kw = None
         slot.fetch_hook = (self.conf, kw)
         return kw
+
+    def _hook_keywords_defined(self) -> bool:
+        """Whether the configuration defines any ``*_JOB_HOOK_KEYWORD`` knob at all (worked out once per
+        configuration): without one no slot has a keyword, and none need be looked up slot by slot."""
+        conf = self.conf
+        kept = self.__dict__.get("_hook_keywords")
+        if kept is not None and kept[0] is conf:
+            return kept[1]  # type: ignore[no-any-return]
+        tables = [getattr(conf, a, None) for a in ("table", "defaults", "fixed")]
+        dicts = [t for t in tables if isinstance(t, dict)]
+        if len(dicts) < len(tables):
+            found = True  # not a Config: look each slot's keyword up
+        else:
+            found = any(str(k).upper().endswith("JOB_HOOK_KEYWORD") for t in dicts for k in t)
+        self.__dict__["_hook_keywords"] = (conf, found)
+        return found
 
     def _try_fetch(self, slot: Slot) -> None:
         """Resource::tryFetchWork."""

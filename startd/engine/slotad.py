@@ -6,6 +6,7 @@ statistics, clocks)."""
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any
 
 from ..classad import ClassAd
@@ -347,10 +348,70 @@ class SlotAds(ResourceBase):
     def _current_ad(self, slot: Slot) -> ClassAd:
         """A copy of the slot's ad as published now (Resource::publish_single_slot_ad for a query or an
         update): the claim's clocks, the state history, the statistics and the clocks brought up to date."""
+        self._refresh_ad(slot)
+        return slot.ad.copy()
+
+    def published_ad(self, slot: str) -> ClassAd:
+        """The live ad of ``slot`` as published now (what :meth:`_current_ad` copies), without the copy:
+        for a caller that only reads it, and before the engine handles anything else."""
+        s = self.slots[slot]
+        self._refresh_ad(s)
+        return s.ad
+
+    def _refresh_ad(self, slot: Slot) -> None:
+        """Bring the figures published on every read up to date (:meth:`_publish_dynamic`), writing only
+        what can have changed since the last refresh of this slot: when nothing wrote the ad since, and
+        the statistics and the machine's clocks publish what they published then, only the clocks of the
+        time (MyCurrentTime, LastHeardFrom, the time in the current state) are written, and nothing at
+        all at the same whole second."""
         if slot.claim is not None and slot.state in (State.CLAIMED, State.PREEMPTING):
             self._publish_claim(slot)
-        self._publish_dynamic(slot)
-        return slot.ad.copy()
+        ad = slot.ad
+        key = self._dynamic_key(slot)
+        h = slot.history
+        when = (int(self.now), slot.state, slot.activity, int(slot.entered_activity), len(h.totals),
+                sum(h.totals.values()))
+        memo: dict[str, tuple[Any, ...]] | None = self.__dict__.get("_dynamic_memo")
+        if memo is None:
+            memo = self.__dict__["_dynamic_memo"] = {}
+        kept = memo.get(slot.name)
+        ref = kept[0] if kept is not None and kept[0]() is ad else None
+        if ref is not None and kept[1] == ad.generation and kept[2] == key:  # type: ignore[index]
+            if kept[3] == when:  # type: ignore[index]
+                return
+            now = when[0]
+            ad["MyCurrentTime"] = now
+            h.publish(ad, slot.state, slot.activity, when[3], now)
+            self._stats.tick(now)
+            ad["LastHeardFrom"] = now
+        else:
+            self._publish_dynamic(slot)
+        memo[slot.name] = (ref or weakref.ref(ad), ad.generation, key, when)
+        if len(memo) > 2 * len(self.slots) + 64:
+            for name in [n for n in memo if n not in self.slots]:
+                del memo[name]
+
+    def _dynamic_key(self, slot: Slot) -> tuple[Any, ...]:
+        """What :meth:`_publish_dynamic` reads besides the ad and the time: the figures the statistics
+        publish (as they stand before they are ticked), the daemon's clocks and the slot's fetch times."""
+        return (self._stats_published(), self._extra.get("DaemonStartTime"), self._start_time,
+                self._last_reconfig, slot.fetch_spawned, slot.fetch_done, slot.next_fetch_delay)
+
+    def _stats_published(self) -> tuple[Any, ...]:
+        """The values StartdStats.publish writes now, worked out once for as long as no counter, probe,
+        clock or configuration of the statistics changed (a counter or probe changes only by growing, its
+        recent ring only with the clocks)."""
+        st = self._stats
+        raw = (id(st), st.last_update, st.recent_tick, id(st.whitelisted),
+               tuple([c.value for c in st.counters.values()]), tuple([p.value.count for p in st.probes.values()]))
+        kept = self.__dict__.get("_stats_memo")
+        if kept is not None and kept[0] == raw:
+            return kept[1]  # type: ignore[no-any-return]
+        probe = ClassAd()
+        st.publish(probe)
+        values = tuple((k, v.value if isinstance(v, Literal) else v) for k, v in probe._attrs.items())  # literals
+        self.__dict__["_stats_memo"] = (raw, values)
+        return values
 
     def _publish_dynamic(self, slot: Slot) -> None:
         """The figures publish_dynamic refreshes on every publication: MyCurrentTime, the time in each

@@ -25,10 +25,11 @@ Everything here is pure: it reads ``conf`` and its arguments and returns values.
 from __future__ import annotations
 
 from ..config.slottypes import CustomResource
-from .attrs import config_attrs, cross_slot_attrs, resource_attrs
+from .attrs import config_attrs, cross_slot_attr_names, cross_slot_attrs, resource_attrs
 from .build import build_layout
 from .carve import (DynamicSlotIds, carve, consumption_exprs, give_back, job_requests, modify_requests, take,
                     take_ids, within_resource_limits)
+from .cross import CrossSlotCopies
 from .layout import MachineLayout, SlotDef, dynamic_slot
 from .resources import Resources
 
@@ -50,5 +51,7 @@ __all__ = [
     "consumption_exprs",
     "resource_attrs",
     "config_attrs",
+    "CrossSlotCopies",
+    "cross_slot_attr_names",
     "cross_slot_attrs",
 ]

@@ -21,6 +21,23 @@ CHILD_ROLLUP = ("Name", "DSlotId", "CurrentRank", "RemoteUser", "RemoteOwner", "
                 "Activity", "EnteredCurrentState", "RetirementTimeRemaining", "Cpus", "Memory", "Disk")
 
 
+#: Expressions parsed from configuration text, shared by every slot that publishes the same text (a tree is
+#: never changed in place, so one parse serves all the slots until a reconfiguration changes the text).
+_PARSED: dict[str, Expr] = {}
+_PARSED_MAX = 1024
+
+
+def shared_expr(text: str) -> Expr:
+    """``parse_expr(text)``, parsed once for every slot (raises ValueError as parse_expr does)."""
+    e = _PARSED.get(text)
+    if e is None:
+        e = parse_expr(text)
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[text] = e
+    return e
+
+
 def _list(text: str | None) -> list[str]:
     return [p for p in re.split(r"[,\s]+", text or "") if p]
 
@@ -100,7 +117,7 @@ def resource_attrs(slot: SlotDef, layout: MachineLayout, resources: Resources | 
 
     # Resource::publish_requirements: every slot, static ones too, publishes WithinResourceLimits
     wrl = within_resource_limits(slot, layout, conf)
-    out["WithinResourceLimits"] = parse_expr(wrl)
+    out["WithinResourceLimits"] = shared_expr(wrl)
     if slot.kind == "Partitionable":
         out["NumDynamicSlots"] = len(children)
         out["PSlotRollupInformation"] = True
@@ -116,7 +133,7 @@ def resource_attrs(slot: SlotDef, layout: MachineLayout, resources: Resources | 
     cp = slot.consumption_policy or (slot.parent is not None and slot.parent.consumption_policy)
     if cp and conf is not None:
         for n, e in consumption_exprs(slot, conf, layout).items():
-            out[f"Consumption{n}"] = parse_expr(e)
+            out[f"Consumption{n}"] = shared_expr(e)
     return out
 
 
@@ -199,10 +216,15 @@ def config_attrs(conf: "Config", slot: int | SlotDef) -> dict[str, Expr | None]:
             out[attr] = None
             continue
         try:
-            out[attr] = parse_expr(text)
+            out[attr] = shared_expr(text)
         except ValueError:
             continue
     return out
+
+
+def cross_slot_attr_names(conf: "Config") -> list[str]:
+    """The attributes STARTD_SLOT_ATTRS (and STARTD_SLOT_EXPRS) copy between slots, each once."""
+    return list(dict.fromkeys(_list(conf.get("STARTD_SLOT_ATTRS")) + _list(conf.get("STARTD_SLOT_EXPRS"))))
 
 
 def cross_slot_attrs(conf: "Config", slot_ads: Mapping[str, ClassAd]) -> dict[str, dict[str, Any]]:
@@ -213,8 +235,7 @@ def cross_slot_attrs(conf: "Config", slot_ads: Mapping[str, ClassAd]) -> dict[st
     Returns, for each slot name given, the attributes to add. Dynamic slots are published too, as
     ``slot1_1_<attr>``. An attribute a slot does not have is left out.
     """
-    attrs = _list(conf.get("STARTD_SLOT_ATTRS")) + _list(conf.get("STARTD_SLOT_EXPRS"))
-    attrs = list(dict.fromkeys(attrs))
+    attrs = cross_slot_attr_names(conf)
     if not attrs:
         return {name: {} for name in slot_ads}
     shared: dict[str, Any] = {}

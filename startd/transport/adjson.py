@@ -42,7 +42,7 @@ _PLAIN = (bool, int, str)
 class _Slot:
     """What is kept of one slot: the JSON values of its expressions, and its last payload."""
 
-    __slots__ = ("exprs", "ref", "gen", "payload")
+    __slots__ = ("exprs", "ref", "gen", "payload", "member")
 
     def __init__(self) -> None:
         #: lower-case name -> (expression tree, its JSON value)
@@ -50,6 +50,8 @@ class _Slot:
         self.ref: weakref.ref[ClassAd] | None = None
         self.gen = -1
         self.payload: bytes | None = None
+        #: the reply member made from ``payload`` (the very object), once a query asked for it
+        self.member: tuple[bytes, bytes] | None = None
 
 
 class AdJsonCache:
@@ -84,10 +86,10 @@ class AdJsonCache:
         if stable:
             if entry.ref is None or entry.ref() is not key:
                 entry.ref = weakref.ref(key)
-            entry.gen, entry.payload = gen, payload
+            entry.gen, entry.payload, entry.member = gen, payload, None
         else:
             # an ad nested in this one can change without the generation moving: nothing is kept
-            entry.ref, entry.gen, entry.payload = None, -1, None
+            entry.ref, entry.gen, entry.payload, entry.member = None, -1, None, None
         if len(entry.exprs) > 8 and any(k not in ad._attrs for k in entry.exprs):
             entry.exprs = {k: v for k, v in entry.exprs.items() if k in ad._attrs}
         return payload
@@ -112,9 +114,16 @@ class AdJsonCache:
             obj, _ = self._obj(entry, ad, items)
             return json.dumps(obj, allow_nan=False).encode()
         payload = self.payload(slot, ad, key=key, gen=gen)
+        entry = self._slots[slot]
+        kept = entry.member
+        if kept is not None and kept[0] is payload:
+            return kept[1]
         if payload.isascii():
             # json.dumps never writes a backslash before a slash itself: each one there is the payload's
-            return payload.replace(b"\\/", b"/")
+            member = payload.replace(b"\\/", b"/")
+            if entry.payload is payload:
+                entry.member = (payload, member)
+            return member
         obj, _ = self._obj(self._slots[slot], ad, ad._attrs.items())
         return json.dumps(obj, allow_nan=False).encode()
 

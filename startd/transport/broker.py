@@ -18,39 +18,19 @@ import contextlib
 import errno
 import logging
 import socket
-from dataclasses import dataclass
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import structlog
-from amqtt.broker import Broker
-from amqtt.contexts import Action, BaseContext
-from amqtt.errors import BrokerError
-from amqtt.plugins.base import BaseTopicPlugin
-from amqtt.session import Session
 
 from .tasks import cancel_and_wait
+
+if TYPE_CHECKING:  # amqtt is imported when an embedded broker starts, not with the daemon
+    from amqtt.broker import Broker
 
 log = structlog.get_logger("startd.transport")
 
 DEFAULT_PORT = 1883
 HOST = "127.0.0.1"
-
-
-class CommandIdentityPlugin(BaseTopicPlugin):
-    """Refuses a publication on a startd command topic whose user segment is not the publisher's user."""
-
-    def __init__(self, context: BaseContext) -> None:
-        super().__init__(context)
-
-    @dataclass
-    class Config:
-        """No options: the rule is fixed."""
-
-    async def topic_filtering(self, *, session: Session | None = None, topic: str | None = None,
-                              action: Action | None = None) -> bool | None:
-        if action != Action.PUBLISH or not topic:
-            return True
-        return publish_allowed(topic, session.username if session is not None else None)
 
 
 def publish_allowed(topic: str, username: str | None) -> bool:
@@ -123,13 +103,16 @@ class EmbeddedBroker:
             auth = {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}}
         return {
             "listeners": {"default": {"type": "tcp", "bind": f"{HOST}:{port}"}},
-            "plugins": {**auth, f"{__name__}.CommandIdentityPlugin": {}},
+            "plugins": {**auth, "startd.transport.broker_plugin.CommandIdentityPlugin": {}},
         }
 
     async def start(self) -> str:
         """Start listening and return the URL. Raises :class:`OSError` when no port can be had."""
         if self._broker is not None:
             return self.url
+        from amqtt.broker import Broker
+        from amqtt.errors import BrokerError
+
         _quiet_amqtt_logs()
         port = self.requested_port
         if port and not _port_free(port):

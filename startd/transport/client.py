@@ -46,6 +46,7 @@ from .queue import (
     DEFAULT_COMMAND_WORKERS,
     Backlog,
     CommandQueue,
+    Publication,
     busy_reply,
     read_envelope,
 )
@@ -66,6 +67,8 @@ OFFLINE = b"offline"
 STOP_COMMAND_GRACE = 1.0
 #: at stop, how long cancelled tasks get to end (a worker, the connection task)
 STOP_CANCEL_TIMEOUT = 0.5
+#: Publications awaiting their acknowledgement at once (aiomqtt warns of more than 10 pending).
+PUBLISH_WINDOW = 10
 SHUTTING_DOWN = "the startd is shutting down; the command was not carried out"
 CANCELLED = "the startd is shutting down; the command was interrupted and may not have been carried out"
 
@@ -120,6 +123,8 @@ class StartdConnection:
         self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
+        #: the writer's publications in flight
+        self._publishing: set[asyncio.Task[None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._io: set[asyncio.Task[Any]] = set()  # the current session's reader and writer
         self._client: aiomqtt.Client | None = None
@@ -280,7 +285,7 @@ class StartdConnection:
         task, self._task = self._task, None
         # the reader and writer are cancelled directly, not only through the connection task: a writer
         # waiting for a PUBACK may swallow its cancellation, and the task's own clean-up would wait on it
-        left = await cancel_and_wait([task, *self._io, *self._handlers], 2 * STOP_CANCEL_TIMEOUT,
+        left = await cancel_and_wait([task, *self._io, *self._publishing, *self._handlers], 2 * STOP_CANCEL_TIMEOUT,
                                      what="MQTT connection task")
         if left and self._client is not None:
             abandon_client(self._client)  # what is left waits on the socket: close it under them
@@ -358,32 +363,81 @@ class StartdConnection:
                     t.result()
         finally:
             # bounded: a writer waiting for a PUBACK may swallow its cancellation (see .tasks)
-            await cancel_and_wait((idle, reader, writer), 2 * STOP_CANCEL_TIMEOUT, what="MQTT reader/writer")
+            await cancel_and_wait((idle, reader, writer, *self._publishing), 2 * STOP_CANCEL_TIMEOUT,
+                                  what="MQTT reader/writer")
+            self._publishing.clear()
             self._io = set()
 
     async def _write(self, client: aiomqtt.Client) -> None:
-        while True:
-            if not self._dirty and not self._backlog:
+        """Send what is dirty, then the backlog, :data:`PUBLISH_WINDOW` publications at a time: each is
+        handed to paho in order and their acknowledgements awaited together, so thousands of ads or
+        events do not cost a round trip each. A reply or an event goes only once every retained ad sent
+        before it is acknowledged (an ad a command changed is on the broker before its reply)."""
+        flying: list[tuple[str | None, Publication | None, asyncio.Task[None]]] = []
+        self._publishing = {t for _, _, t in flying}  # the session ends them with the writer
+        sent = -1  # the number of the last backlog publication handed to paho
+        try:
+            while True:
+                if self._dirty:
+                    if len(flying) >= PUBLISH_WINDOW:
+                        await self._settle(flying, all_of_them=False)
+                        continue
+                    topic, _ = self._dirty.popitem(last=False)
+                    payload = self._retained.get(topic, b"")
+                    # the task's first step hands the message to paho, and tasks start in the order made
+                    task = asyncio.ensure_future(client.publish(topic, payload, qos=QOS, retain=True))
+                    flying.append((topic, None, task))
+                    self._publishing.add(task)
+                    await asyncio.sleep(0)
+                    continue
+                pub = self._backlog.after(sent)
+                if pub is not None:
+                    if len(flying) >= PUBLISH_WINDOW or any(t is not None for t, _, _ in flying):
+                        await self._settle(flying, all_of_them=len(flying) < PUBLISH_WINDOW)
+                        continue
+                    task = asyncio.ensure_future(client.publish(pub.topic, pub.payload, qos=QOS, retain=False,
+                                                                properties=pub.properties))
+                    flying.append((None, pub, task))
+                    self._publishing.add(task)
+                    sent = pub.seq
+                    await asyncio.sleep(0)
+                    continue
+                if flying:
+                    await self._settle(flying, all_of_them=True)
+                    continue
                 self._idle.set()
                 self._wakeup.clear()
                 await self._wakeup.wait()
-                continue
-            if self._dirty:
-                topic, _ = self._dirty.popitem(last=False)
-                payload = self._retained.get(topic, b"")
-                try:
-                    await client.publish(topic, payload, qos=QOS, retain=True)
-                except BaseException:
-                    if topic not in self._dirty:
-                        self._dirty[topic] = None
-                        self._dirty.move_to_end(topic, last=False)
-                    raise
-                continue
-            pub = self._backlog.peek()
-            assert pub is not None
-            await client.publish(pub.topic, pub.payload, qos=QOS, retain=False, properties=pub.properties)
-            # (the backlog may have overflowed meanwhile and dropped this very one: done() knows)
-            self._backlog.done(pub)
+        except BaseException:
+            # a retained ad not acknowledged is dirty again, in the order sent, ahead of the rest; a
+            # backlog publication stays in the backlog until acknowledged
+            for topic, _, task in reversed(flying):
+                if not task.done():
+                    task.cancel()
+                elif not task.cancelled() and task.exception() is None:
+                    continue
+                if topic is not None and topic not in self._dirty:
+                    self._dirty[topic] = None
+                    self._dirty.move_to_end(topic, last=False)
+            for _, _, task in flying:
+                if task.done() and not task.cancelled():
+                    task.exception()  # retrieved: its failure is the one raised, or follows from it
+            raise
+
+    async def _settle(self, flying: list[tuple[str | None, Publication | None, asyncio.Task[None]]], *,
+                      all_of_them: bool) -> None:
+        """Wait for the oldest publication in flight (every one with ``all_of_them``); those acknowledged
+        leave ``flying`` in order (a backlog one leaves the backlog). Raises the first failure."""
+        await asyncio.wait([flying[0][2]] if not all_of_them else [t for _, _, t in flying],
+                           return_when=asyncio.ALL_COMPLETED)
+        while flying and flying[0][2].done():
+            _, pub, task = flying[0]
+            task.result()  # raises: the caller puts back what was not acknowledged
+            flying.pop(0)
+            self._publishing.discard(task)
+            if pub is not None:
+                # (the backlog may have overflowed meanwhile and dropped this very one: done() knows)
+                self._backlog.done(pub)
 
     async def _read(self, client: aiomqtt.Client) -> None:
         async for message in client.messages:

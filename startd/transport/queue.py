@@ -254,6 +254,17 @@ class Backlog:
             return e
         return r
 
+    def after(self, seq: int) -> Publication | None:
+        """The oldest publication made after the one numbered ``seq`` (-1: the oldest of all), or None."""
+        best: Publication | None = None
+        for q in (self._replies, self._events):
+            for pub in q:  # in the order made: only those already sent are passed over
+                if pub.seq > seq:
+                    if best is None or pub.seq < best.seq:
+                        best = pub
+                    break
+        return best
+
     def done(self, pub: Publication) -> None:
         """``pub`` reached the broker: it leaves the backlog (unless it was dropped meanwhile)."""
         q = self._replies if pub.reply else self._events
