@@ -89,6 +89,8 @@ class Claim:
     exit_hook_running: bool = False
     # the slot whose current claim this is (set by the slot); told when a field its timers read changes
     holder: Any = field(default=None, repr=False, compare=False)
+    # (job ad, its generation, JobUniverse) when the job's JobUniverse is a constant (see ``universe``)
+    universe_seen: tuple[Any, int, Any] | None = field(default=None, repr=False, compare=False)
 
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
@@ -132,9 +134,16 @@ class Claim:
 
     @property
     def universe(self) -> int | None:
-        node = self.job.get_node("JobUniverse")
-        v = node.value if type(node) is Literal else self.job.evaluate("JobUniverse")
-        return v if isinstance(v, int) and not isinstance(v, bool) else None
+        job = self.job
+        seen = self.universe_seen
+        if seen is not None and seen[0] is job and seen[1] == job.generation:
+            return seen[2]  # type: ignore[no-any-return]  # the same constant JobUniverse as last time
+        node = job.get_node("JobUniverse")
+        v = node.value if type(node) is Literal else job.evaluate("JobUniverse")
+        u = v if isinstance(v, int) and not isinstance(v, bool) else None
+        if type(node) is Literal:
+            object.__setattr__(self, "universe_seen", (job, job.generation, u))
+        return u
 
     @property
     def num_pids(self) -> int:

@@ -124,7 +124,7 @@ class Draining(StartdHookMgr):
                 continue  # no job: nothing to lose, nothing to wait for
             runtime = c.run_time(now)
             rr = self._retirement_remaining(s)
-            mvt = self._max_vacate(s)
+            mvt = self._max_vacate(s, rr)
             cpus = float(s.resources.cpus)
             drained = False
             q_bad += cpus * (runtime + mvt)

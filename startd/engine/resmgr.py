@@ -9,6 +9,7 @@ shells read (slot names, states, ads, the daemon ad).
 
 from __future__ import annotations
 
+import math as _math
 import secrets
 import time as _time
 from typing import Any, Callable
@@ -250,26 +251,33 @@ class ResMgr(Draining, ClaimIndex):
                 s.ad[k] = v
             self._changed.add(s.name)
 
-    def _refresh_dynamic(self, now: float) -> None:
+    def _refresh_dynamic(self, now: float, slots: list[Slot] | None = None) -> None:
         """HTCondor's compute + assign_load + assign_keyboard: the figures every slot ad carries. Each is
-        written only when it differs from what was written last (``Slot.written``)."""
+        written only when it differs from what was written last (``Slot.written``). ``slots``: the
+        ``_slot_list()`` of the caller, if it has one."""
         condor_total = 0.0
-        benchmarking = [n for n in self._order if n in self.slots and self.slots[n].activity == Activity.BENCHMARKING]
+        order = self._order
+        table = self.slots
+        benchmarking = [n for n in order if n in table and table[n].activity == Activity.BENCHMARKING]
         condor_load: dict[str, float] = {}
         extra_load = self.cron.extra_load
-        order = self._order
-        for slot in self.slots.values():
+        first = order[0] if order else None
+        running = ("running", "vacating", "killing")
+        for slot in table.values():
             c = slot.claim
-            slot_load = c.load if (c is not None and c.job_state in ("running", "vacating", "killing")) else 0.0
-            slot_load += extra_load(slot.name, order, benchmarking)
-            condor_load[slot.name] = v = round(slot_load, 4)
+            slot_load = c.load if (c is not None and c.job_state in running) else 0.0
+            name = slot.spec.name
+            slot_load += extra_load(name, order, benchmarking) if (benchmarking or name == first) else 0.0
+            condor_load[name] = v = round(slot_load, 4)
             w = slot.written
             if type(w.get("CondorLoadAvg")) is not float or w["CondorLoadAvg"] != v:
                 slot.ad["CondorLoadAvg"] = w["CondorLoadAvg"] = v
             condor_total += slot_load
         owner_total = max(self._owner_load_total, 0.0)
         total_load = owner_total + condor_total
-        self._assign_load_to_slots(owner_total)
+        if slots is None:
+            slots = self._slot_list()
+        self._assign_load_to_slots(owner_total, slots)
         kbd = self._keyboard_idle(now)
         con = self._console_idle(now)
         maxidle = (now - self._start_time) + self.knobs.keyboard_boost
@@ -278,47 +286,51 @@ class ResMgr(Draining, ClaimIndex):
         on_console, on_keyboard = self.knobs.slots_on_console, self.knobs.slots_on_keyboard
         total_r, condor_r = round(total_load, 4), round(condor_total, 4)
         claimed = (State.CLAIMED, State.PREEMPTING)
-        for s in self._slot_list():
+        publish_claim = self._publish_claim
+        for s in slots:
             # ResMgr::assign_idle_to_slots: by slot id (a dynamic slot has its partitionable slot's); a slot
             # not connected to the console or the keyboard sees the startd's age plus the boost
             sid = s.spec.id
-            s.console_idle = con if sid <= on_console else maxidle
-            s.keyboard_idle = kbd if sid <= on_keyboard else maxidle
-            new = (round(s.owner_load + condor_load.get(s.name, 0.0), 4), total_r, condor_r,
-                   int(s.keyboard_idle), int(s.console_idle), clock_min, clock_day)
+            s.console_idle = ci = con if sid <= on_console else maxidle
+            s.keyboard_idle = ki = kbd if sid <= on_keyboard else maxidle
+            new = (round(s.owner_load + condor_load.get(s.spec.name, 0.0), 4), total_r, condor_r,
+                   int(ki), int(ci), clock_min, clock_day)
             w = s.written
             old = w.get(_DYNAMIC)
             if old != new:
                 ad = s.ad
-                for i, name in enumerate(_DYNAMIC_NAMES):
-                    v = new[i]
-                    if old is None or old[i] != v or type(old[i]) is not type(v):
+                if old is None:
+                    for name, v in zip(_DYNAMIC_NAMES, new):
                         ad[name] = v
+                else:  # each position always holds the same type (float, float, float, then ints)
+                    for name, v, o in zip(_DYNAMIC_NAMES, new, old):
+                        if o != v:
+                            ad[name] = v
                 w[_DYNAMIC] = new
             if s.claim is not None and s.state in claimed:
-                self._publish_claim(s)
+                publish_claim(s)
         self._condor_load = condor_total
 
-    def _assign_load_to_slots(self, owner_total: float) -> None:
+    def _assign_load_to_slots(self, owner_total: float, order: list[Slot] | None = None) -> None:
         """ResMgr::assign_load_to_slots (HTCondor 24.0 and later): the load that is not HTCondor's goes to
         Owner slots, then Unclaimed slots, then every other slot, in slot order, each taking up to its
         whole share of cpus; a dynamic slot takes, up to its own cpus, what its partitionable slot was
         given beyond the cpus it has left."""
-        order = self._slot_list()
+        if order is None:
+            order = self._slot_list()
         remaining = owner_total
-
-        def distribute(s: Slot) -> None:
-            nonlocal remaining
-            cpus = float(s.spec.resources.cpus)
-            take = min(remaining, cpus)
-            s.owner_load, remaining = take, remaining - take
-
+        owner, unclaimed = State.OWNER, State.UNCLAIMED
         for s in order:
             s.owner_load = 0.0
-        for wanted in (State.OWNER, State.UNCLAIMED):
+        if remaining == 0.0 and _math.copysign(1.0, remaining) > 0:
+            # nothing to hand out: every slot takes min(0, cpus) = 0 and a dynamic slot's excess is none
+            # (its partitionable slot's load, 0, is never beyond its cpus by more than 0.05)
+            return
+        for wanted in (owner, unclaimed):
             for s in order:
-                if not s.dynamic and s.state == wanted:
-                    distribute(s)
+                if s.state == wanted and not s.dynamic:
+                    take = min(remaining, float(s.spec.resources.cpus))
+                    s.owner_load, remaining = take, remaining - take
         for s in order:
             parent = self.slots.get(s.parent_name or "") if s.dynamic else None
             if parent is not None:
@@ -329,8 +341,9 @@ class ResMgr(Draining, ClaimIndex):
                 else:
                     excess = 0.0
                 s.owner_load = excess
-            elif not s.dynamic and s.state not in (State.OWNER, State.UNCLAIMED):
-                distribute(s)
+            elif not s.dynamic and s.state not in (owner, unclaimed):
+                take = min(remaining, float(s.spec.resources.cpus))
+                s.owner_load, remaining = take, remaining - take
 
     def _keyboard_idle(self, now: float) -> float:
         if self._kbd_active:
@@ -353,11 +366,12 @@ class ResMgr(Draining, ClaimIndex):
     def eval_all(self, now: float) -> None:
         """One policy pass over every slot (ResMgr::eval_all)."""
         self.now = now
-        self._refresh_dynamic(now)
+        slots = self._slot_list()
+        self._refresh_dynamic(now, slots)
         self._compute_draining_attrs(now)
-        for slot in self._slot_list():
+        for slot in slots:
             self._merge_cron(slot)
-        for slot in self._slot_list():
+        for slot in slots:
             if slot.deleted:
                 continue
             self._latch_update(slot, now)
@@ -529,22 +543,13 @@ class ResMgr(Draining, ClaimIndex):
                 self._changed.add(n)
         if not self.knobs.slot_attrs_on and not self._cross_names:
             return
-        ads = {n: self.slots[n].ad for n in self._order}
-        cross = _slots.cross_slot_attrs(self.conf, ads) if self.knobs.slot_attrs_on else {n: {} for n in ads}
-        names: set[str] = set()
-        for n, attrs in cross.items():
-            ad = ads[n]
-            for k in self._cross_names - set(attrs):
-                if k in ad:
-                    del ad[k]
-                    self._changed.add(n)
-            for k, v in attrs.items():
-                names.add(k)
-                old = ad.lookup(k)
-                if old is None or old != v:
-                    ad[k] = v
-                    self._changed.add(n)
-        self._cross_names = names
+        # STARTD_SLOT_ATTRS, brought up to date from the ads that changed (see _slots.CrossSlotCopies)
+        attrs = tuple(_slots.cross_slot_attr_names(self.conf)) if self.knobs.slot_attrs_on else ()
+        copies = self.__dict__.get("_cross_copies")
+        if copies is None or copies.attrs != attrs:
+            copies = self.__dict__["_cross_copies"] = _slots.CrossSlotCopies(attrs)
+        changed, self._cross_names = copies.update({n: self.slots[n].ad for n in self._order}, self._cross_names)
+        self._changed.update(changed)
 
     def slot_names(self) -> list[str]:
         """Slot names in HTCondor's order: slot1, slot1_1, slot1_2, ..., slot2, ..."""

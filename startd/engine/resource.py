@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..classad import ClassAd, Expr
-from ..classad.ast import Node
+from ..classad.ast import Literal, Node
 from ..classad.evaluate import evaluate_node
+from ..classad.limits import current_budget as _current_budget
 from ..classad.parser import parse_node
 from ..classad.values import UNDEFINED
 from ..slots import DynamicSlotIds, MachineLayout, Resources, SlotDef
@@ -38,8 +39,18 @@ WATCHED = frozenset({"state", "activity", "claim", "match_deadline", "vacate_dea
 # fit what the slot holds.
 REQ = parse_node("START && WithinResourceLimits")
 
+# the _VANILLA variant of each policy knob's name
+_VANILLA: dict[str, str] = {}
+
 # Slot.written: a name the engine knows is not in the ad (vs. one it has no record of)
 GONE = object()
+
+
+def eval_node(node: Node, scope: ClassAd, target: ClassAd | None, now: float) -> Any:
+    """``evaluate_node``, with a constant's value read straight from it (no budget to charge)."""
+    if type(node) is Literal and _current_budget() is None:
+        return node.value
+    return evaluate_node(node, scope, target, now)
 
 
 def set_node(ad: ClassAd, name: str, node: Node) -> None:
@@ -199,14 +210,17 @@ class ResourceBase:
         node = slot.ad.get_node(attr)
         if node is None:
             return UNDEFINED
+        if type(node) is Literal and _current_budget() is None:
+            return node.value  # what evaluating a constant gives (no budget to charge)
         return evaluate_node(node, slot.ad, job, self.now)
 
     def _policy_bool(self, slot: Slot, knob: str, vanilla: bool = True) -> tuple[bool | None, str]:
         """Evaluate a policy knob (its _VANILLA variant first for vanilla jobs) as HTCondor's
         EvalBool does; returns (True/False, or None when undefined or error; the knob's name)."""
-        job = self._job(slot)
-        if vanilla and slot.claim is not None and slot.claim.universe == VANILLA_UNIVERSE:
-            vname = f"{knob}_VANILLA"
+        c = slot.claim
+        job = c.job if c is not None and not c.job_ad_gone else None
+        if vanilla and c is not None and c.universe == VANILLA_UNIVERSE:
+            vname = _VANILLA.get(knob) or _VANILLA.setdefault(knob, f"{knob}_VANILLA")
             if vname in slot.ad:
                 b = _eval_to_bool(self._eval(slot, vname, job))
                 if b is not None:
@@ -282,12 +296,13 @@ class ResourceBase:
             mjrt_f = math.inf
         jnode = c.job.get_node("MaxJobRetirementTime")
         if jnode is not None:
-            jv = _as_int(evaluate_node(jnode, c.job, slot.ad, self.now))
+            jv = _as_int(eval_node(jnode, c.job, slot.ad, self.now))
             if jv is not None and jv < mjrt_f:
                 mjrt_f = float(jv)
         return max(mjrt_f - c.run_time(self.now), 0.0)
 
-    def _max_vacate(self, slot: Slot) -> float:
+    def _max_vacate(self, slot: Slot, rem: float | None = None) -> float:
+        """Resource::evalMaxVacateTime; ``rem``: the slot's ``_retirement_remaining`` now, if known."""
         c = slot.claim
         if c is None or not c.active:
             return 0.0
@@ -295,11 +310,12 @@ class ResourceBase:
         jmvt = mvt
         jnode = c.job.get_node("JobMaxVacateTime") or c.job.get_node("KillSigTimeout")
         if jnode is not None:
-            v = _as_int(evaluate_node(jnode, c.job, slot.ad, self.now))
+            v = _as_int(eval_node(jnode, c.job, slot.ad, self.now))
             jmvt = float(v) if v is not None else 0.0
         if jmvt <= mvt:
             return jmvt
-        rem = self._retirement_remaining(slot)
+        if rem is None:
+            rem = self._retirement_remaining(slot)
         if rem >= jmvt:
             return jmvt
         return max(rem, mvt)
