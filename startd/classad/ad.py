@@ -153,21 +153,15 @@ def _literal(value: Any) -> Literal:
     t = type(value)
     if t is bool:
         return _BOOL_NODES[value]
-    if t is int:
-        node = _INT_NODES.get(value)
-        if node is None:
-            node = Literal(value)
-            if len(_INT_NODES) < _SHARE_MAX:
-                _INT_NODES[value] = node
-        return node
-    if t is str and len(value) <= 64:
-        node = _STR_NODES.get(value)
-        if node is None:
-            node = Literal(value)
-            if len(_STR_NODES) < _SHARE_MAX:
-                _STR_NODES[value] = node
-        return node
-    return Literal(value)
+    table = _INT_NODES if t is int else _STR_NODES if t is str and len(value) <= 64 else None
+    if table is None:
+        return Literal(value)
+    node = table.get(value)
+    if node is None:
+        node = Literal(value)
+        if len(table) < _SHARE_MAX:
+            table[value] = node
+    return node
 
 
 class ClassAd(MutableMapping[str, Expr]):

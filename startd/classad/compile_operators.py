@@ -112,6 +112,7 @@ def compile_chain(op: str, fns: list[Closure]) -> Closure:
 
         return and_chain
 
+    # the mirror of and_chain, kept as its own loop: one comparison less per operand on the hottest path
     def or_chain(st: Any) -> Value:
         result: Value = False
         for f in fns:

@@ -201,6 +201,23 @@ def _binary(toks: list[str], i: int, min_prec: int, depth: int) -> tuple[Node, i
         left = BinaryOp(op, left, right)
 
 
+def _sequence(toks: list[str], i: int, depth: int, close: str, seps: tuple[str, ...]) -> tuple[list[Node], int]:
+    """The expressions of a call's arguments or a list's items from ``toks[i]`` up to ``close`` (consumed),
+    separated by one of ``seps``."""
+    out: list[Node] = []
+    if toks[i] == close:
+        return out, i + 1
+    while True:
+        item, i = _expr(toks, i, depth + 1)
+        out.append(item)
+        s = toks[i]
+        i += 1
+        if s == close:
+            return out, i
+        if s not in seps:
+            raise _GiveUp
+
+
 def _operand(toks: list[str], i: int, depth: int) -> tuple[Node, int]:
     """unary := op unary | primary { '.' name }"""
     t = toks[i]
@@ -215,20 +232,7 @@ def _operand(toks: list[str], i: int, depth: int) -> tuple[Node, int]:
         elif lw in _WORD_OPS:
             raise _GiveUp
         elif toks[i] == "(":
-            i += 1
-            args: list[Node] = []
-            if toks[i] == ")":
-                i += 1
-            else:
-                while True:
-                    arg, i = _expr(toks, i, depth + 1)
-                    args.append(arg)
-                    s = toks[i]
-                    i += 1
-                    if s == ")":
-                        break
-                    if s != "," and s != ";":
-                        raise _GiveUp
+            args, i = _sequence(toks, i + 1, depth, ")", (",", ";"))
             if lw in _TIME_FUNCTIONS and len(args) == 1 and type(args[0]) is Literal:
                 v = args[0].value
                 if type(v) is str and parse_time_literal(lw, v) is None:
@@ -249,19 +253,7 @@ def _operand(toks: list[str], i: int, depth: int) -> tuple[Node, int]:
         i += 1
         node = Paren(inner)
     elif t == "{":
-        items: list[Node] = []
-        if toks[i] == "}":
-            i += 1
-        else:
-            while True:
-                item, i = _expr(toks, i, depth + 1)
-                items.append(item)
-                s = toks[i]
-                i += 1
-                if s == "}":
-                    break
-                if s != ",":
-                    raise _GiveUp
+        items, i = _sequence(toks, i, depth, "}", (",",))
         node = ListExpr(items)
     elif t in _UNARY:
         if depth > MAX_NESTING:
