@@ -68,6 +68,19 @@ def _address_in_use(exc: BaseException) -> bool:
     return False
 
 
+class _Subscriptions(dict):  # type: ignore[type-arg]
+    """amqtt's table of subscriptions, iterated over a snapshot. amqtt's broker walks the table with awaits
+    inside the loop (sending retained messages to a client that connects, broadcasting): a subscription made
+    by another client meanwhile raised "dictionary changed size during iteration" and dropped the client
+    that was connecting."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(list(super().keys()))
+
+    def items(self):  # type: ignore[no-untyped-def,override]
+        return list(super().items())
+
+
 class EmbeddedBroker:
     """An amqtt broker on 127.0.0.1 in the running event loop.
 
@@ -123,6 +136,7 @@ class EmbeddedBroker:
         for _ in range(5):
             chosen = port or _free_port()
             broker = Broker(self._config(chosen))
+            broker._subscriptions = _Subscriptions(broker._subscriptions)
             try:
                 await broker.start()
             except BrokerError as e:

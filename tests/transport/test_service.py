@@ -136,3 +136,18 @@ def test_topics_follow_the_contract() -> None:
         Topics("htcondor", "bad/name")
     with pytest.raises(ValueError):
         t.slot("a+b")
+
+
+def test_the_embedded_brokers_subscription_table_survives_a_subscription_made_while_it_is_walked() -> None:
+    # amqtt walks its subscriptions with awaits inside the loop (retained messages for a client that
+    # connects): another client's subscription meanwhile must not drop the connecting client
+    from startd.transport.broker import _Subscriptions
+
+    table = _Subscriptions({"htcondor/#": [1], "htcondor/reply/a": [2]})
+    seen = []
+    for topic in table:
+        seen.append(topic)
+        table["htcondor/reply/b"] = [3]  # a subscription made meanwhile
+        table.pop("htcondor/reply/a", None)
+    assert seen == ["htcondor/#", "htcondor/reply/a"]
+    assert [k for k, _ in table.items()] == ["htcondor/#", "htcondor/reply/b"]
