@@ -69,19 +69,31 @@ def describe_source(target: ClientTarget) -> str:
     return "the default: the configuration names no address file (neither STARTD_ADDRESS_FILE nor LOG is set)"
 
 
-def _run(args: argparse.Namespace, body: Callable[[ClientTarget], Coroutine[Any, Any, int]]) -> int:
-    """Find the broker by the client rule and run ``body``; every failure becomes one line on stderr and an
-    exit code: 2 bad usage or input, 1 no broker, no daemon, no answer or a refusal."""
+def client_target(args: argparse.Namespace, *, credentials: bool = True) -> ClientTarget | int:
+    """The broker by the client rule (and, with ``credentials``, this user's credentials found now, so a
+    problem with them is a usage error); a bad configuration or URL is one line on stderr and the exit
+    code 2, returned instead."""
     prog = _prog(args)
     try:
         target = resolve_client_target(getattr(args, "broker", None), getattr(args, "config", None))
-        target.token  # noqa: B018 - find the credentials now, so a problem with them is a usage error
+        if credentials:
+            target.token  # noqa: B018
     except ConfigError as e:
         print(f"{prog}: ConfigError: {e}", file=sys.stderr)
         return 2
     except (BrokerUrlError, ValueError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
+    return target
+
+
+def _run(args: argparse.Namespace, body: Callable[[ClientTarget], Coroutine[Any, Any, int]]) -> int:
+    """Find the broker by the client rule and run ``body``; every failure becomes one line on stderr and an
+    exit code: 2 bad usage or input, 1 no broker, no daemon, no answer or a refusal."""
+    prog = _prog(args)
+    target = client_target(args)
+    if isinstance(target, int):
+        return target
     try:
         return asyncio.run(body(target))
     except UsageError as e:

@@ -33,11 +33,9 @@ from typing import Any
 
 import aiomqtt
 
-from ..config import ConfigError
 from ..transport.address import ClientTarget, resolve_client_target
 from ..transport.client import BrokerSession, RequestTimeout
-from ..transport.settings import BrokerUrlError
-from .common import _command, _common, _run
+from .common import _command, _common, _run, client_target
 from .options import Opt
 
 #: tool.cpp's spellings: -peaceful, -fast and -force-graceful need two letters (-f is ambiguous there)
@@ -162,14 +160,9 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 def run_on(args: argparse.Namespace) -> int:
     """condor_on: bring the startd up when it is not running."""
-    try:
-        target = resolve_client_target(args.broker, args.config)
-    except ConfigError as e:
-        print(f"startd on: ConfigError: {e}", file=sys.stderr)
-        return 2
-    except (BrokerUrlError, ValueError) as e:
-        print(f"startd on: error: {e}", file=sys.stderr)
-        return 2
+    target = client_target(args, credentials=False)
+    if isinstance(target, int):
+        return target
     name = _expected_name(target, args.name)
     status, url = asyncio.run(_status(args, name))
     if status == "online":
