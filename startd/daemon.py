@@ -41,8 +41,8 @@ from .daemon_config import (
     InstanceHeld,
     InstanceLock,
     Knobs,
-    _knob_float,
     event_log_rotation,
+    knob_seconds,
     load_daemon_config,
     machine_name,
     startd_log_rotation,
@@ -89,11 +89,6 @@ log = structlog.get_logger("startd.daemon")
 # docker and systemd how long a stop may take.)
 #: How long leaving the event loop may take once the daemon is closed.
 FINAL_EXIT_LIMIT = 10.0
-
-
-def _knob_seconds(conf: Any, name: str, default: float) -> float:
-    value = _knob_float(conf, name, default)
-    return default if value is None or value < 0 else value
 
 
 async def bounded(aw: Any, seconds: float, what: str) -> Any:
@@ -346,7 +341,7 @@ class Daemon(DaemonLoop):
             self._escalation.cancel()
             self._escalation = None
         if how == "graceful":
-            bound = min(self._graceful_bound(), _knob_seconds(self.conf, "SHUTDOWN_GRACEFUL_TIMEOUT", 1800.0))
+            bound = min(self._graceful_bound(), knob_seconds(self.conf, "SHUTDOWN_GRACEFUL_TIMEOUT", 1800.0))
             self._escalation = loop.call_later(bound, self._escalate, "graceful shutdown overran its bound")
             self.watchdog.arm(bound + FAST_SHUTDOWN_LIMIT + CLOSE_LIMIT, f"graceful shutdown, bound {bound:.0f} s")
             self.notifier.stopping(bound + FAST_SHUTDOWN_LIMIT + CLOSE_LIMIT)
@@ -374,7 +369,7 @@ class Daemon(DaemonLoop):
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
                     total += float(v)
             worst = max(worst, total)
-        return worst + _knob_seconds(self.conf, "KILLING_TIMEOUT", 30.0) + STARTER_REPORT_SLACK
+        return worst + knob_seconds(self.conf, "KILLING_TIMEOUT", 30.0) + STARTER_REPORT_SLACK
 
     def kill_jobs_now(self) -> None:
         """The watchdog's last act: SIGKILL every job's family, from whatever thread."""

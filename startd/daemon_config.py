@@ -82,13 +82,25 @@ def unusable_directory(configured: str | None) -> str:
     return f"{configured} cannot be made by this user ({me}): {owner}"
 
 
-def _fallback_base() -> Path:
-    """Where the daemon's directories go when the configured ones are not writable: ~/.startd, else
-    /tmp/startd-<uid>."""
+def fallback_bases() -> list[Path]:
+    """Where the daemon's directories go when the configured ones are not writable, in order: ~/.startd,
+    then /tmp/startd-<uid> (``startd health`` looks there for the health file too)."""
     home = os.environ.get("HOME")
-    if home and _writable_dir(Path(home) / ".startd"):
-        return Path(home) / ".startd"
-    return Path(tempfile.gettempdir()) / f"startd-{os.getuid()}"
+    tmp = Path(tempfile.gettempdir()) / f"startd-{os.getuid()}"
+    return [Path(home) / ".startd", tmp] if home else [tmp]
+
+
+def _fallback_base() -> Path:
+    """The first of :func:`fallback_bases` that is (or can be made) a writable directory, else the last."""
+    *first, last = fallback_bases()
+    return next((b for b in first if _writable_dir(b)), last)
+
+
+def knob_seconds(conf: Any, name: str, default: float) -> float:
+    """A knob's number of seconds (KILLING_TIMEOUT, SHUTDOWN_GRACEFUL_TIMEOUT): the default when it is
+    unset, not a number, or negative."""
+    value = _knob_float(conf, name, default)
+    return default if value is None or value < 0 else value
 
 
 @dataclass

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import ConfigError
-from .daemon_config import _knob_float, machine_name
+from .daemon_config import _knob_float, fallback_bases, machine_name
 from .supervise import health_file_path
 
 STALL_LIMIT = 60.0
@@ -77,15 +77,8 @@ def read_health_file(path: Path, *, stall_limit: float, broker_limit: float, now
 
 def _health_files(conf: Any) -> list[Path]:
     """Where the daemon may have written its health file: $(LOG), else the fallback directories."""
-    out = []
     log_dir = conf.get("LOG")
-    if log_dir:
-        out.append(health_file_path(log_dir))
-    home = os.environ.get("HOME")
-    if home:
-        out.append(health_file_path(Path(home) / ".startd" / "log"))
-    out.append(health_file_path(Path("/tmp") / f"startd-{os.getuid()}" / "log"))
-    return out
+    return [health_file_path(d) for d in ([log_dir] if log_dir else []) + [b / "log" for b in fallback_bases()]]
 
 
 async def _ask(target: Any, me: str, timeout: float) -> str | None:

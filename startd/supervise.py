@@ -34,6 +34,9 @@ from typing import Any, Callable, Iterable
 import psutil
 import structlog
 
+from .classad import parse_expr
+from .daemon_config import knob_seconds
+
 log = structlog.get_logger("startd.supervise")
 
 #: how often the health file is written (and read as stale after STARTD_HEALTH_STALL_LIMIT)
@@ -239,6 +242,7 @@ class HealthFile(Periodic):
             self.broker_down_since = now
         state = {"pid": os.getpid(), "time": now, "loop_lag": round(lag, 4), "broker_connected": connected,
                  "broker_down_since": self.broker_down_since}
+        tmp: str | None = None
         try:
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".startd_health.")
             with os.fdopen(fd, "w") as f:
@@ -247,8 +251,9 @@ class HealthFile(Periodic):
             os.replace(tmp, self.path)
         except OSError as e:
             log.debug("health file not written", path=str(self.path), error=e.strerror)
-            with contextlib.suppress(OSError, UnboundLocalError):
-                os.unlink(tmp)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
 
     async def tick(self) -> None:
         self.write()
@@ -265,8 +270,6 @@ class HealthFile(Periodic):
 def _seconds(conf: Any, knob: str, default: float) -> tuple[float, str | None]:
     """A knob's number of seconds: a number, or an expression that evaluates to one without a job (else
     the default and why)."""
-    from .classad import parse_expr
-
     text = conf.get(knob)
     if text is None or not text.strip():
         return default, None
@@ -291,8 +294,9 @@ def stop_timeout(conf: Any) -> tuple[int, list[str]]:
         total += secs
         if note:
             notes.append(note)
-    killing, _ = _seconds(conf, "KILLING_TIMEOUT", 30.0)
-    cap, _ = _seconds(conf, "SHUTDOWN_GRACEFUL_TIMEOUT", 1800.0)
+    # read as the daemon reads them when it bounds a shutdown it begins
+    killing = knob_seconds(conf, "KILLING_TIMEOUT", 30.0)
+    cap = knob_seconds(conf, "SHUTDOWN_GRACEFUL_TIMEOUT", 1800.0)
     bound = min(total + killing + STARTER_REPORT_SLACK, cap)
     return int(math.ceil(bound + FAST_SHUTDOWN_LIMIT + CLOSE_LIMIT)), notes
 
