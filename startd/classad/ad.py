@@ -170,7 +170,7 @@ class ClassAd(MutableMapping[str, Expr]):
     Assigning a Python value stores it as a literal; assigning an :class:`Expr` stores the expression.
     """
 
-    __slots__ = ("_attrs", "_names", "_parent", "_shared", "_gen", "__weakref__")
+    __slots__ = ("_attrs", "_names", "_parent", "_shared", "_gen", "_xgen", "__weakref__")
 
     def __init__(self, init: "Mapping[str, Any] | str | None" = None, **kwargs: Any) -> None:
         self._attrs: dict[str, Node] = {}
@@ -178,6 +178,7 @@ class ClassAd(MutableMapping[str, Expr]):
         self._parent: ClassAd | None = None
         self._shared = False
         self._gen = 0
+        self._xgen = 0
         if isinstance(init, str):
             parsed = parse_ad(init)
             self._attrs = dict(parsed._attrs)
@@ -197,6 +198,7 @@ class ClassAd(MutableMapping[str, Expr]):
         ad._parent = parent
         ad._shared = True
         ad._gen = 0
+        ad._xgen = 0
         return ad
 
     def _own(self) -> None:
@@ -222,6 +224,8 @@ class ClassAd(MutableMapping[str, Expr]):
             if not (type(old) is Literal and type(old.value) is type(value) and old.value == value):
                 self._attrs[lname] = _literal(value)
                 self._gen += 1
+                if old is not None and type(old) is not Literal:
+                    self._xgen += 1  # an expression replaced
             elif self._names[lname] == name:
                 return  # the same value under the same spelling: nothing changed
             self._names[lname] = name
@@ -237,12 +241,15 @@ class ClassAd(MutableMapping[str, Expr]):
         self._attrs[lname] = node
         self._names[lname] = name
         self._gen += 1
+        self._xgen += 1
 
     def __delitem__(self, name: str) -> None:
         lname = name.lower()
         if lname not in self._attrs:
             raise KeyError(name)
         self._own()
+        if type(self._attrs[lname]) is not Literal:
+            self._xgen += 1
         del self._attrs[lname]
         del self._names[lname]
         self._gen += 1
@@ -322,6 +329,13 @@ class ClassAd(MutableMapping[str, Expr]):
         Storing a value equal to the one already there does not count as a change."""
         return self._gen
 
+    @property
+    def expr_generation(self) -> int:
+        """A counter that grows whenever an attribute may have gained, lost or changed an expression that
+        is not a constant (a constant replaced by another constant does not count): whatever is derived
+        from which attributes the ad's expressions refer to can be keyed on ``(ad, expr_generation)``."""
+        return self._xgen
+
     def copy(self) -> "ClassAd":
         """A shallow copy (expressions are shared; they are immutable)."""
         ad = ClassAd()
@@ -335,6 +349,7 @@ class ClassAd(MutableMapping[str, Expr]):
             self._attrs.update(other._attrs)
             self._names.update(other._names)
             self._gen += 1
+            self._xgen += 1
         else:
             super().update(other, **kwargs)
         for k, v in kwargs.items():

@@ -40,6 +40,8 @@ class Engine(ResMgr):
             # a timer an earlier input set due at this very instant fires now, as a zero-second DaemonCore
             # timer fires on the next pass of the event loop
             self._fire_timers(now)
+        if type(inp) is not Tick and type(inp) is not Keepalive:  # a keepalive moves only the claim's lease
+            self._unquiet()
         self.now = max(self.now, now)
         handler = self._handler_for(inp)
         if handler is not None:

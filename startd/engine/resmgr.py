@@ -25,6 +25,7 @@ from .convert import knob_number
 from .cronhooks import CronAds
 from .events import AdChanged, HostSample, Output, Reply, ShutdownComplete, SlotCreated, SlotDeleted
 from .draining import Draining
+from .quiet import QuietPasses
 from .policy import PolicyKnobs, read_policy
 from .resource import Slot
 from .stats import StartdStats
@@ -51,7 +52,7 @@ def valid_daemon_name(name: str | None, host: str) -> str:
     return name if "@" in name else f"{name}@{host}"
 
 
-class ResMgr(Draining, ClaimIndex):
+class ResMgr(Draining, ClaimIndex, QuietPasses):
     """The machine and its slots."""
 
     def __init__(self, conf: Any, host: HostSample, *, machine: str | None = None,
@@ -364,19 +365,37 @@ class ResMgr(Draining, ClaimIndex):
         return self._polled_np > 0 or getattr(self, "_condor_load", 0.0) > 0
 
     def eval_all(self, now: float) -> None:
-        """One policy pass over every slot (ResMgr::eval_all)."""
+        """One policy pass over every slot (ResMgr::eval_all); a quiet one (see :mod:`.quiet`) only
+        keeps the time."""
         self.now = now
         slots = self._slot_list()
+        if self._quiet:
+            self._quiet_pass(now, slots)
+            self._check_polling(now)
+            return
+        self._deferred_at = None  # the figures of the quiet passes before this one are written over now
+        self._advance_averages()
+        self._publish_clock_figures(now, slots)
+        mark = self._pass_mark(slots)
+        traces: dict[str, set[str]] = {}
+        for slot in slots:
+            if slot.deleted:
+                continue
+            if mark is not None:
+                self._trace = traces[slot.name] = set()
+            self._latch_update(slot, now)
+            self._eval_slot(slot)
+        self._trace = None
+        self._quiet = self._certify(slots, mark, traces)
+        self._check_polling(now)
+
+    def _publish_clock_figures(self, now: float, slots: list[Slot]) -> None:
+        """The figures a pass refreshes before it evaluates: loads, idle times, clocks, the claims'
+        times, the draining expectations, startd cron's ads."""
         self._refresh_dynamic(now, slots)
         self._compute_draining_attrs(now)
         for slot in slots:
             self._merge_cron(slot)
-        for slot in slots:
-            if slot.deleted:
-                continue
-            self._latch_update(slot, now)
-            self._eval_slot(slot)
-        self._check_polling(now)
 
     def _check_polling(self, now: float) -> None:
         """ResMgr::check_polling, at the end of each evaluation pass: poll every POLLING_INTERVAL while it
@@ -435,6 +454,8 @@ class ResMgr(Draining, ClaimIndex):
                 assert head is not None
                 t, fn = head[0][0], head[1]
                 if not periodic or t <= min(x for x in (self._next_update, self._next_poll) if x is not None):
+                    if getattr(fn, "func", None) != self._send_alive:  # Claim::sendAlive: only the lease moves
+                        self._unquiet()
                     self.now = now
                     fn()
                     continue
@@ -449,6 +470,7 @@ class ResMgr(Draining, ClaimIndex):
                     self._next_poll += self.knobs.polling_interval
             self.eval_all(now)
             if publish:
+                self.settle()
                 self._publish_hibernate(now)
                 self._stats.tick(int(now))  # publish_resmgr_dynamic ticks StartdStats at every update
                 self._changed.update(self.slots)

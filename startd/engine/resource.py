@@ -187,8 +187,12 @@ class ResourceBase:
     _drain_start: Node | None
     _last_drain_start: float
     _last_drain_stop: float
+    _trace: set[str] | None = None  # see .quiet: the policy attributes a pass's decisions evaluate
 
     # ------------------------------------------------------------------ reading the policy
+
+    def settle(self) -> None:
+        """Write the figures a quiet pass left unwritten (see :mod:`.quiet`); nothing here."""
 
     def _policy_of(self, slot: Slot) -> dict[str, Node]:
         """The slot's policy expressions: the configuration's, with its slot type's SLOT_TYPE_<N>_<name>
@@ -207,6 +211,9 @@ class ResourceBase:
         return c.job if c is not None and not c.job_ad_gone else None
 
     def _eval(self, slot: Slot, attr: str, job: ClassAd | None) -> Any:
+        trace = self._trace
+        if trace is not None:
+            trace.add(attr.lower())  # what the pass's decisions read (see .quiet)
         node = slot.ad.get_node(attr)
         if node is None:
             return UNDEFINED

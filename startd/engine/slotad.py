@@ -364,6 +364,7 @@ class SlotAds(ResourceBase):
         the statistics and the machine's clocks publish what they published then, only the clocks of the
         time (MyCurrentTime, LastHeardFrom, the time in the current state) are written, and nothing at
         all at the same whole second."""
+        self.settle()
         if slot.claim is not None and slot.state in (State.CLAIMED, State.PREEMPTING):
             self._publish_claim(slot)
         ad = slot.ad

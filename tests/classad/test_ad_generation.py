@@ -47,3 +47,23 @@ def test_equal_small_values_and_names_are_shared_between_ads_but_stay_independen
     a["Cpus"] = 2
     assert b["State"] == Expr('"Unclaimed"') and b["Cpus"] == Expr("1") and a["Cpus"] == Expr("2")
     assert a.get_node("StartJobs").value is True and ClassAd({"X": 1})["X"] != Expr("true")  # 1 is not true
+
+
+def test_the_expression_generation_moves_only_when_an_expression_comes_or_goes():
+    """What the ad's expressions refer to can be cached on (ad, expr_generation): constants replacing
+    constants (a figure refreshed at every poll) do not move it; an expression set, replaced or removed does."""
+    ad = ClassAd({"Cpus": 4, "KeyboardIdle": 10})
+    g = ad.expr_generation
+    ad["KeyboardIdle"] = 15
+    ad["LoadAvg"] = 0.5
+    del ad["LoadAvg"]
+    assert ad.expr_generation == g
+    seen = [g]
+    for step in (lambda: ad.__setitem__("Start", Expr("KeyboardIdle > 60")),  # an expression arrives
+                 lambda: ad.__setitem__("Start", True),                        # ... is replaced by a constant
+                 lambda: ad.__setitem__("Start", Expr("Cpus > 1")),
+                 lambda: ad.__delitem__("Start"),                              # ... is removed
+                 lambda: ad.update(ClassAd({"Memory": 1024}))):
+        step()
+        assert ad.expr_generation > seen[-1]
+        seen.append(ad.expr_generation)

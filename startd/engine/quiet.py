@@ -1,0 +1,200 @@
+"""Quiet polls: a policy pass that can only do what the previous one did.
+
+Every POLLING_INTERVAL the startd re-evaluates each slot's policy (ResMgr::eval_all). Between two inputs (a
+command, a host sample, a starter's report, a timer), a pass differs from the one before only by the clock:
+the figures it publishes (KeyboardIdle, the claim's run times, the expected draining completions...) are
+functions of the time, and the decisions read the time only through those figures, ``time()`` and the
+clocks a few states keep (retirement, CLAIM_WORKLIFE, MATCH_TIMEOUT's timer).
+
+So after a pass that changed nothing, if every slot is in a state whose decisions read no clock and every
+expression those decisions evaluated refers, through the slot ad and the job ad, to no clock figure and calls
+no function of the time, the passes that follow until the next input decide exactly the same. Such a pass is
+*quiet*: the engine keeps its time (and the state history's averages, which it advances as the pass would)
+and writes the clock figures only when somebody is about to read or change the slot ads: the shell reading
+an ad, the next input, a timer. The ads are then exactly what the skipped passes would have left.
+
+The daemon gains nothing here while its host samples arrive every few seconds; ``startd simulate`` skips
+most of a quiet machine's day.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..classad import ClassAd
+from ..classad.ast import AttrRef, Call, Literal, Node, iter_nodes
+from ..classad.functions import FUNCTIONS
+from ..classad.functions_time import TIME_FUNCTIONS
+from .resource import ResourceBase, Slot
+from .states import Activity, State
+from .stats import COUNTERS, HISTORY, PROBES
+
+# The attributes (lower case) whose values move with the clock between inputs: what a pass refreshes from
+# the time (ResMgr::assign_keyboard, compute, Claim::publishStateTimes, compute_draining_attrs), what a read
+# of the ad refreshes (publishHistoryInfo, StartdStats, MyCurrentTime...) and old ClassAds' CurrentTime.
+CLOCK_NAMES = frozenset(n.lower() for n in (
+    "KeyboardIdle", "ConsoleIdle", "ClockMin", "ClockDay", "CurrentTime", "MyCurrentTime", "LastHeardFrom",
+    "TotalJobRunTime", "TotalJobSuspendTime", "TotalClaimRunTime", "TotalClaimSuspendTime",
+    "RetirementTimeRemaining", "ExpectedMachineGracefulDrainingBadput", "ExpectedMachineQuickDrainingBadput",
+    "ExpectedMachineGracefulDrainingCompletion", "ExpectedMachineQuickDrainingCompletion",
+    "TotalMachineDrainingBadput", "TotalMachineDrainingUnclaimedTime", "DaemonStartTime",
+    "DaemonLastReconfigTime", "LastFetchWorkSpawned", "LastFetchWorkCompleted", "NextFetchWorkDelay",
+    *(name for _, _, name in HISTORY), *COUNTERS, *(f"Recent{c}" for c in COUNTERS), *PROBES,
+    *(f"Recent{p}" for p in PROBES)))
+
+# Functions whose value is not decided by their arguments alone: the time's, random(), and those that
+# evaluate text or names chosen at run time (their references cannot be read off the tree).
+_UNSTEADY = frozenset(TIME_FUNCTIONS) | {"random", "eval", "evalineachcontext", "debug"}
+
+# A closure larger than this is not analysed (the pass is simply not quiet).
+_CLOSURE_LIMIT = 512
+
+# The states whose decisions (ResState::eval_policy and do_periodic_actions) read no clock of their own:
+# a claim running its job outside retirement (WANT_SUSPEND, SUSPEND, PREEMPT), and a match waiting for its
+# claim (nothing is evaluated; MATCH_TIMEOUT is a timer).
+_STEADY_STATES = frozenset({(State.CLAIMED, Activity.BUSY), (State.MATCHED, Activity.IDLE)})
+
+
+def clock_free(names: Iterable[str], nodes: Iterable[Node], ads: tuple[ClassAd, ...]) -> bool:
+    """Whether the expressions ``nodes`` and the attributes ``names`` (lower case), with every attribute
+    they refer to in any of ``ads`` (the slot ad and the job ad: a reference is looked up in both), depend
+    on nothing that moves with the clock."""
+    seen: set[str] = set()
+    todo = list(names)
+    pending = list(nodes)
+    while todo or pending:
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            if name in CLOCK_NAMES or len(seen) >= _CLOSURE_LIMIT:
+                return False
+            seen.add(name)
+            for ad in ads:
+                node = ad._attrs.get(name)
+                if node is not None and type(node) is not Literal:
+                    pending.append(node)
+                elif node is not None and isinstance(node.value, ClassAd):
+                    return False  # a nested ad's expressions have scopes of their own
+        while pending:
+            for n in iter_nodes(pending.pop()):
+                t = type(n)
+                if t is AttrRef:
+                    todo.append(n.lname)  # type: ignore[attr-defined]
+                elif t is Call:
+                    fn = n.lname  # type: ignore[attr-defined]
+                    if fn in _UNSTEADY or fn not in FUNCTIONS:
+                        return False
+                elif t is Literal and isinstance(n.value, ClassAd):  # type: ignore[attr-defined]
+                    return False
+    return True
+
+
+class QuietPasses(ResourceBase):
+    """Which passes are quiet, and the clock figures they leave to be written (see the module's text)."""
+
+    quiet_enabled = True  # False: every pass is evaluated in full (what the quiet ones are checked against)
+    quiet_passes = 0  # how many passes were quiet
+    _quiet = False  # the last pass certified that the next ones are quiet, as long as no input comes
+    _deferred_at: float | None = None  # the time of the last quiet pass whose figures are not written yet
+    _averages_at: float | None = None  # ... whose state-history averages are not advanced yet
+    _closures: dict[str, tuple[Any, ...]]
+    _benchmarking: bool
+    _backfill_running: bool
+    _cross_names: set[str]
+
+    def _publish_clock_figures(self, now: float, slots: list[Slot]) -> None:
+        """The part of a pass that refreshes the figures of the ads (provided by the machine)."""
+        raise NotImplementedError
+
+    def _fetch_keyword(self, slot: Slot) -> str | None:
+        raise NotImplementedError
+
+    def _quiet_pass(self, now: float, slots: list[Slot]) -> None:
+        """A pass known to decide what the last one decided: only the averages move (as in _eval_slot)."""
+        self._advance_averages()
+        self._deferred_at = self._averages_at = now
+        self.quiet_passes += 1
+
+    def _advance_averages(self) -> None:
+        """ResState::updateActivityAverages of the last quiet pass, which a pass does after its figures."""
+        at = self._averages_at
+        if at is None:
+            return
+        self._averages_at = None
+        for s in self.slots.values():
+            if not s.deleted:
+                s.history.update_averages(int(at), float(s.resources.cpus), self._draining)
+
+    def settle(self) -> None:
+        """Write the figures the last quiet pass left unwritten, as it would have written them: before the
+        ads are read, and before anything changes the engine's state."""
+        at = self._deferred_at
+        if at is None:
+            self._advance_averages()
+            return
+        self._deferred_at = None
+        now = self.now
+        self.now = at
+        try:
+            self._publish_clock_figures(at, self._slot_list())
+        finally:
+            self.now = now
+        self._advance_averages()
+
+    def _unquiet(self) -> None:
+        """An input or a timer: settle, and evaluate the next pass in full."""
+        self.settle()
+        self._quiet = False
+
+    def _pass_mark(self, slots: list[Slot]) -> tuple[Any, ...] | None:
+        """What a pass that changes nothing leaves as it found (None: this pass cannot certify quiet ones)."""
+        if not self.quiet_enabled or self._draining or self._shutdown is not None or self._benchmarking \
+                or self._backfill_running \
+                or self.cron.ads or self.knobs.slot_attrs_on or self._cross_names:
+            return None
+        marks: list[Any] = [len(self._out), len(self._changed), len(self.slots)]
+        for s in slots:
+            if (s.state, s.activity) not in _STEADY_STATES:
+                return None  # not worth marking: this pass certifies nothing
+            c = s.claim
+            marks.append((s.ad._gen, s.state, s.activity, id(c), id(s.pre), s.fetching, s.fetch_at, s.deleted,
+                          s.user_suspended, None if c is None else (
+                              c.job_state, c.preempt_was_true, c.may_unretire, c.activations, id(c.job))))
+        return tuple(marks)
+
+    def _certify(self, slots: list[Slot], mark: tuple[Any, ...] | None, traces: dict[str, set[str]]) -> bool:
+        """Whether the passes after this one are quiet until the next input: this pass changed nothing,
+        and every slot's decisions read no clock."""
+        if mark is None or self._pass_mark(slots) != mark:
+            return False
+        closures = self.__dict__.get("_closures")
+        if closures is None:
+            closures = self._closures = {}
+        latch_names = [n.lower() for n, node in self.knobs.latch if node is None]
+        latch_nodes = [node for _, node in self.knobs.latch if node is not None]
+        for s in slots:
+            if (s.state, s.activity) not in _STEADY_STATES or s.pre is not None:
+                return False
+            c = s.claim
+            job = self._job(s)
+            if s.state == State.CLAIMED and (c is None or not c.active or self._in_retirement(s)
+                                             or self._fetch_keyword(s) is not None):
+                return False
+            names = frozenset(traces.get(s.name, ()))
+            # the closure is the same while neither ad changed an expression (objects compared by identity)
+            jx = -1 if job is None else job._xgen
+            kept = closures.get(s.name)
+            if kept is not None and kept[0] is s.ad and kept[1] == s.ad._xgen and kept[2] is job \
+                    and kept[3] == jx and kept[4] == names and kept[5] is self.knobs.latch:
+                ok = kept[6]
+            else:
+                ads = (s.ad,) if job is None else (s.ad, job)
+                ok = clock_free([*names, *latch_names], latch_nodes, ads)
+                closures[s.name] = (s.ad, s.ad._xgen, job, jx, names, self.knobs.latch, ok)
+            if not ok:
+                return False
+        if len(closures) > 2 * len(self.slots) + 64:
+            for name in [n for n in closures if n not in self.slots]:
+                del closures[name]
+        return True
