@@ -154,6 +154,7 @@ class Metrics:
         states: list[tuple[str, int]] = []
         activities: list[tuple[str, int]] = []
         if eng is not None:
+            eng.settle()  # the figures as the last poll published them
             now = eng.now
             for name in eng.slot_names():
                 slot = eng.slots[name]

@@ -40,11 +40,9 @@ class Engine(ResMgr):
             # a timer an earlier input set due at this very instant fires now, as a zero-second DaemonCore
             # timer fires on the next pass of the event loop
             self._fire_timers(now)
-        if type(inp) is not Tick and type(inp) is not Keepalive:  # a keepalive moves only the claim's lease
-            self._unquiet()
+        self._input(inp)
         self.now = max(self.now, now)
-        handler = self._handler_for(inp)
-        if handler is not None:
+        if (handler := self._handler_for(inp)) is not None:
             handler(self, inp)
         return self._finish()
 

@@ -25,7 +25,9 @@ from ..classad import ClassAd
 from ..classad.ast import AttrRef, Call, Literal, Node, iter_nodes
 from ..classad.functions import FUNCTIONS
 from ..classad.functions_time import TIME_FUNCTIONS
+from .events import Input, Keepalive, Tick
 from .resource import ResourceBase, Slot
+from .slotad import CLAIM_ATTRS, CLIENT_ATTRS
 from .states import Activity, State
 from .stats import COUNTERS, HISTORY, PROBES
 
@@ -42,9 +44,17 @@ CLOCK_NAMES = frozenset(n.lower() for n in (
     *(name for _, _, name in HISTORY), *COUNTERS, *(f"Recent{c}" for c in COUNTERS), *PROBES,
     *(f"Recent{p}" for p in PROBES)))
 
+# Everything a pass writes before it evaluates (ResMgr::compute, assign_load, assign_keyboard, Claim::publish,
+# compute_draining_attrs), besides the clocks: the loads, the claim's holder and job, its usage. With the
+# STARTD_JOB_ATTRS of the configuration, what a pass that leaves its figures unwritten must not read.
+FIGURE_NAMES = CLOCK_NAMES | frozenset(n.lower() for n in (
+    "LoadAvg", "TotalLoadAvg", "TotalCondorLoadAvg", "CondorLoadAvg", "CurrentRank", "NumPids", "ImageSize",
+    "CpusUsage", "JobPid", *CLAIM_ATTRS, *CLIENT_ATTRS))
+
 # Functions whose value is not decided by their arguments alone: the time's, random(), and those that
 # evaluate text or names chosen at run time (their references cannot be read off the tree).
-_UNSTEADY = frozenset(TIME_FUNCTIONS) | {"random", "eval", "evalineachcontext", "debug"}
+_READS_ADS = frozenset({"eval", "evalineachcontext", "debug"})
+_UNSTEADY = frozenset(TIME_FUNCTIONS) | {"random"} | _READS_ADS
 
 # A closure larger than this is not analysed (the pass is simply not quiet).
 _CLOSURE_LIMIT = 512
@@ -55,10 +65,14 @@ _CLOSURE_LIMIT = 512
 _STEADY_STATES = frozenset({(State.CLAIMED, Activity.BUSY), (State.MATCHED, Activity.IDLE)})
 
 
-def clock_free(names: Iterable[str], nodes: Iterable[Node], ads: tuple[ClassAd, ...]) -> bool:
+def clock_free(names: Iterable[str], nodes: Iterable[Node], ads: tuple[ClassAd, ...], *,
+               figures: frozenset[str] | None = None) -> bool:
     """Whether the expressions ``nodes`` and the attributes ``names`` (lower case), with every attribute
     they refer to in any of ``ads`` (the slot ad and the job ad: a reference is looked up in both), depend
-    on nothing that moves with the clock."""
+    on nothing that moves with the clock. With ``figures`` (lower case names), the question is instead
+    whether they read none of those attributes (they may call time() and random())."""
+    unsteady = _UNSTEADY if figures is None else _READS_ADS
+    forbidden = CLOCK_NAMES if figures is None else figures
     seen: set[str] = set()
     todo = list(names)
     pending = list(nodes)
@@ -67,7 +81,7 @@ def clock_free(names: Iterable[str], nodes: Iterable[Node], ads: tuple[ClassAd, 
             name = todo.pop()
             if name in seen:
                 continue
-            if name in CLOCK_NAMES or len(seen) >= _CLOSURE_LIMIT:
+            if name in forbidden or len(seen) >= _CLOSURE_LIMIT:
                 return False
             seen.add(name)
             for ad in ads:
@@ -83,7 +97,7 @@ def clock_free(names: Iterable[str], nodes: Iterable[Node], ads: tuple[ClassAd, 
                     todo.append(n.lname)  # type: ignore[attr-defined]
                 elif t is Call:
                     fn = n.lname  # type: ignore[attr-defined]
-                    if fn in _UNSTEADY or fn not in FUNCTIONS:
+                    if fn in unsteady or fn not in FUNCTIONS:
                         return False
                 elif t is Literal and isinstance(n.value, ClassAd):  # type: ignore[attr-defined]
                     return False
@@ -95,9 +109,13 @@ class QuietPasses(ResourceBase):
 
     quiet_enabled = True  # False: every pass is evaluated in full (what the quiet ones are checked against)
     quiet_passes = 0  # how many passes were quiet
+    lazy_passes = 0  # how many evaluated passes left their figures to be written when read
+    steady_skips = 0  # how many evaluations of a slot were skipped as steady
     _quiet = False  # the last pass certified that the next ones are quiet, as long as no input comes
     _deferred_at: float | None = None  # the time of the last quiet pass whose figures are not written yet
     _averages_at: float | None = None  # ... whose state-history averages are not advanced yet
+    _reads: dict[tuple[str, str], tuple[Any, ...]]
+    _steady: set[str]  # slots whose decisions stay what they are until the next input (see _evaluate_slots)
     _closures: dict[str, tuple[Any, ...]]
     _benchmarking: bool
     _backfill_running: bool
@@ -109,6 +127,65 @@ class QuietPasses(ResourceBase):
 
     def _fetch_keyword(self, slot: Slot) -> str | None:
         raise NotImplementedError
+
+    def _latch_update(self, slot: Slot, now: float) -> None:
+        raise NotImplementedError
+
+    def _eval_slot(self, slot: Slot) -> None:
+        raise NotImplementedError
+
+    def _input(self, inp: Input) -> None:
+        """An input arrives (after the timers due before it): anything but a tick or a keepalive (which
+        moves only the claim's lease) ends the quiet polls."""
+        if type(inp) is not Tick and type(inp) is not Keepalive:
+            self._unquiet()
+
+    def _figures_may_wait(self) -> bool:
+        """Whether this pass may leave its figures unwritten until something reads one (see :meth:`_reading`)
+        or changes the state: nothing it does reads them but the expressions :meth:`_reading` checks (no
+        draining, whose figures read the averages the pass advances; no cron, no fetch hooks, no backfill,
+        no cross-slot copies)."""
+        if not self.quiet_enabled or self._draining or self._shutdown is not None or self._backfill_running \
+                or self.cron.ads or self.knobs.slot_attrs_on or self._cross_names:
+            return False
+        for s in self.slots.values():
+            h = s.history
+            if h.draining_unclaimed or h.avg_draining or self._fetch_keyword(s) is not None:
+                return False
+        return True
+
+    def _reading(self, slot: Slot, attr: str, job: ClassAd | None, node: Node | None = None) -> None:
+        """Before a pass that left its figures unwritten evaluates ``attr`` of ``slot`` (or the expression
+        ``node``, known as ``attr``): write them first when the expression refers to one."""
+        memo = self.__dict__.get("_reads")
+        if memo is None:
+            memo = self._reads = {}
+        key = (slot.name, attr)
+        jx = -1 if job is None else job._xgen
+        kept = memo.get(key)
+        if kept is not None and kept[0] is slot.ad and kept[1] == slot.ad._xgen and kept[2] is job \
+                and kept[3] == jx and kept[5] is node:
+            free = kept[4]
+        else:
+            free = clock_free([] if node is not None else [attr.lower()], [] if node is None else [node],
+                              (slot.ad,) if job is None else (slot.ad, job), figures=self._figure_names())
+            if len(memo) > 64 * len(self.slots) + 256:
+                memo.clear()
+            memo[key] = (slot.ad, slot.ad._xgen, job, jx, free, node)
+        if not free:
+            self.settle()
+
+    def _is_figure(self, name: str) -> bool:
+        """Whether a pass writes ``name`` among its figures."""
+        return name.lower() in self._figure_names()
+
+    def _figure_names(self) -> frozenset[str]:
+        """FIGURE_NAMES and the configuration's STARTD_JOB_ATTRS (which Claim::publish copies too)."""
+        attrs = self.knobs.job_attrs
+        kept = self.__dict__.get("_figures_of")
+        if kept is None or kept[0] is not attrs:
+            kept = self.__dict__["_figures_of"] = (attrs, FIGURE_NAMES | {a.lower() for a in attrs})
+        return kept[1]
 
     def _quiet_pass(self, now: float, slots: list[Slot]) -> None:
         """A pass known to decide what the last one decided: only the averages move (as in _eval_slot)."""
@@ -134,6 +211,7 @@ class QuietPasses(ResourceBase):
             self._advance_averages()
             return
         self._deferred_at = None
+        self._lazy = False
         now = self.now
         self.now = at
         try:
@@ -146,55 +224,100 @@ class QuietPasses(ResourceBase):
         """An input or a timer: settle, and evaluate the next pass in full."""
         self.settle()
         self._quiet = False
+        self._steady.clear()
+
+    def _machine_may_certify(self) -> bool:
+        """No machine-wide activity whose decisions this module does not follow (draining, shutting down,
+        benchmarks, backfill, cron, cross-slot copies)."""
+        return self.quiet_enabled and not (self._draining or self._shutdown is not None or self._benchmarking
+                                           or self._backfill_running or self.cron.ads
+                                           or self.knobs.slot_attrs_on or self._cross_names)
+
+    @staticmethod
+    def _slot_mark(s: Slot) -> tuple[Any, ...]:
+        """What an evaluation of ``s`` that changes nothing leaves as it found."""
+        c = s.claim
+        return (s.ad._gen, s.state, s.activity, id(c), id(s.pre), s.fetching, s.fetch_at, s.deleted,
+                s.user_suspended, None if c is None else (
+                    c.job_state, c.preempt_was_true, c.may_unretire, c.activations, id(c.job)))
 
     def _pass_mark(self, slots: list[Slot]) -> tuple[Any, ...] | None:
         """What a pass that changes nothing leaves as it found (None: this pass cannot certify quiet ones)."""
-        if not self.quiet_enabled or self._draining or self._shutdown is not None or self._benchmarking \
-                or self._backfill_running \
-                or self.cron.ads or self.knobs.slot_attrs_on or self._cross_names:
+        if not self._machine_may_certify():
             return None
         marks: list[Any] = [len(self._out), len(self._changed), len(self.slots)]
         for s in slots:
             if (s.state, s.activity) not in _STEADY_STATES:
                 return None  # not worth marking: this pass certifies nothing
-            c = s.claim
-            marks.append((s.ad._gen, s.state, s.activity, id(c), id(s.pre), s.fetching, s.fetch_at, s.deleted,
-                          s.user_suspended, None if c is None else (
-                              c.job_state, c.preempt_was_true, c.may_unretire, c.activations, id(c.job))))
+            marks.append(self._slot_mark(s))
         return tuple(marks)
 
     def _certify(self, slots: list[Slot], mark: tuple[Any, ...] | None, traces: dict[str, set[str]]) -> bool:
         """Whether the passes after this one are quiet until the next input: this pass changed nothing,
-        and every slot's decisions read no clock."""
+        and every slot's decisions read no clock (a slot not evaluated was already known to be steady)."""
         if mark is None or self._pass_mark(slots) != mark:
             return False
-        closures = self.__dict__.get("_closures")
-        if closures is None:
-            closures = self._closures = {}
-        latch_names = [n.lower() for n, node in self.knobs.latch if node is None]
-        latch_nodes = [node for _, node in self.knobs.latch if node is not None]
+        steady = self._steady
         for s in slots:
-            if (s.state, s.activity) not in _STEADY_STATES or s.pre is not None:
+            if s.name not in steady and not self._slot_steady(s, traces.get(s.name, ())):
                 return False
-            c = s.claim
-            job = self._job(s)
-            if s.state == State.CLAIMED and (c is None or not c.active or self._in_retirement(s)
-                                             or self._fetch_keyword(s) is not None):
-                return False
-            names = frozenset(traces.get(s.name, ()))
-            # the closure is the same while neither ad changed an expression (objects compared by identity)
-            jx = -1 if job is None else job._xgen
-            kept = closures.get(s.name)
-            if kept is not None and kept[0] is s.ad and kept[1] == s.ad._xgen and kept[2] is job \
-                    and kept[3] == jx and kept[4] == names and kept[5] is self.knobs.latch:
-                ok = kept[6]
-            else:
-                ads = (s.ad,) if job is None else (s.ad, job)
-                ok = clock_free([*names, *latch_names], latch_nodes, ads)
-                closures[s.name] = (s.ad, s.ad._xgen, job, jx, names, self.knobs.latch, ok)
-            if not ok:
-                return False
+        closures = self._closures
         if len(closures) > 2 * len(self.slots) + 64:
             for name in [n for n in closures if n not in self.slots]:
                 del closures[name]
         return True
+
+    def _slot_steady(self, s: Slot, traced: Iterable[str]) -> bool:
+        """Whether the decisions of ``s`` stay what they are until the next input: a state whose decisions
+        read no clock, and expressions (those evaluated, ``traced``, and the latches) that read none."""
+        if (s.state, s.activity) not in _STEADY_STATES or s.pre is not None:
+            return False
+        c = s.claim
+        job = self._job(s)
+        if s.state == State.CLAIMED and (c is None or not c.active or self._in_retirement(s)
+                                         or self._fetch_keyword(s) is not None):
+            return False
+        closures = self.__dict__.get("_closures")
+        if closures is None:
+            closures = self._closures = {}
+        names = frozenset(traced)
+        # the closure is the same while neither ad changed an expression (objects compared by identity)
+        jx = -1 if job is None else job._xgen
+        kept = closures.get(s.name)
+        if kept is not None and kept[0] is s.ad and kept[1] == s.ad._xgen and kept[2] is job \
+                and kept[3] == jx and kept[4] == names and kept[5] is self.knobs.latch:
+            return kept[6]  # type: ignore[no-any-return]
+        latch_names = [n.lower() for n, node in self.knobs.latch if node is None]
+        latch_nodes = [node for _, node in self.knobs.latch if node is not None]
+        ok = clock_free([*names, *latch_names], latch_nodes, (s.ad,) if job is None else (s.ad, job))
+        closures[s.name] = (s.ad, s.ad._xgen, job, jx, names, self.knobs.latch, ok)
+        return ok
+
+    def _evaluate_slots(self, now: float, slots: list[Slot], mark: tuple[Any, ...] | None,
+                        traces: dict[str, set[str]]) -> None:
+        """The evaluation part of a pass: each slot's latches and policy (ResState::eval_policy_periodic).
+        A slot found steady by an earlier pass, with nothing changed since, only advances its averages."""
+        steady = self._steady
+        may = self._machine_may_certify()
+        if not may:
+            steady.clear()
+        for slot in slots:
+            if slot.deleted:
+                continue
+            if slot.name in steady:
+                slot.history.update_averages(int(now), float(slot.resources.cpus), self._draining)
+                self.steady_skips += 1
+                continue
+            before = (len(self._out), len(self._changed), self._slot_mark(slot)) if may else None
+            if may or mark is not None:
+                self._trace = traces[slot.name] = set()
+            self._latch_update(slot, now)
+            self._eval_slot(slot)
+            self._trace = None
+            if before is not None:
+                if before != (len(self._out), len(self._changed), self._slot_mark(slot)):
+                    steady.clear()  # something changed: what the other slots read may have too
+                    may = False
+                elif self._slot_steady(slot, traces[slot.name]):
+                    steady.add(slot.name)
+

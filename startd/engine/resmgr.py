@@ -9,9 +9,7 @@ shells read (slot names, states, ads, the daemon ad).
 
 from __future__ import annotations
 
-import math as _math
 import secrets
-import time as _time
 from typing import Any, Callable
 
 from ..classad import ClassAd
@@ -24,7 +22,7 @@ from .claimindex import ClaimIndex
 from .convert import knob_number
 from .cronhooks import CronAds
 from .events import AdChanged, HostSample, Output, Reply, ShutdownComplete, SlotCreated, SlotDeleted
-from .draining import Draining
+from .figures import Figures
 from .quiet import QuietPasses
 from .policy import PolicyKnobs, read_policy
 from .resource import Slot
@@ -33,11 +31,6 @@ from .resstate import Timer
 from .states import Activity, State
 from .timerq import Key, TimerQueue
 
-# The figures _refresh_dynamic writes on every slot, in this order; Slot.written holds them as one tuple
-# under _DYNAMIC (a key no attribute can have), forgotten whenever the record is cleared
-_DYNAMIC_NAMES = ("LoadAvg", "TotalLoadAvg", "TotalCondorLoadAvg", "KeyboardIdle", "ConsoleIdle", "ClockMin",
-                  "ClockDay")
-_DYNAMIC = "\0dynamic"
 
 # ResMgr::needsPolling: the states in which a slot is polled (a partitionable slot does not count)
 _POLLED = frozenset({State.CLAIMED, State.PREEMPTING, State.BACKFILL})
@@ -52,7 +45,7 @@ def valid_daemon_name(name: str | None, host: str) -> str:
     return name if "@" in name else f"{name}@{host}"
 
 
-class ResMgr(Draining, ClaimIndex, QuietPasses):
+class ResMgr(Figures, ClaimIndex, QuietPasses):
     """The machine and its slots."""
 
     def __init__(self, conf: Any, host: HostSample, *, machine: str | None = None,
@@ -115,6 +108,7 @@ class ResMgr(Draining, ClaimIndex, QuietPasses):
         self.knobs = PolicyKnobs()
         self._qube_gone: set[str] = set()
         self._cross_names: set[str] = set()
+        self._steady: set[str] = set()
         self._stats = StartdStats()
         self._published_total = 0  # the TotalSlots every ad carries
         self.cron = CronAds()
@@ -178,6 +172,7 @@ class ResMgr(Draining, ClaimIndex, QuietPasses):
 
     def _delete_slot(self, slot: Slot, reason: str) -> None:
         """A dynamic slot goes away: its resources and its id return to the partitionable slot."""
+        self.settle()
         slot.deleted = True
         slot.watch = None
         for c in {id(c): c for c in (slot.claim, slot.pre, slot.pending) if c is not None}.values():
@@ -201,6 +196,8 @@ class ResMgr(Draining, ClaimIndex, QuietPasses):
 
     def _slot_touched(self, slot: Slot, name: str, value: Any) -> None:
         """A field of ``slot`` (or of its claim) that its timers or the polling read is about to change."""
+        if self._lazy:
+            self.settle()  # in a pass that has not written its figures: write them before anything changes
         self._timers.mark(slot)
         if name == "state":
             d = (value in _POLLED) - (slot.state in _POLLED)
@@ -252,117 +249,14 @@ class ResMgr(Draining, ClaimIndex, QuietPasses):
                 s.ad[k] = v
             self._changed.add(s.name)
 
-    def _refresh_dynamic(self, now: float, slots: list[Slot] | None = None) -> None:
-        """HTCondor's compute + assign_load + assign_keyboard: the figures every slot ad carries. Each is
-        written only when it differs from what was written last (``Slot.written``). ``slots``: the
-        ``_slot_list()`` of the caller, if it has one."""
-        condor_total = 0.0
-        order = self._order
-        table = self.slots
-        benchmarking = [n for n in order if n in table and table[n].activity == Activity.BENCHMARKING]
-        condor_load: dict[str, float] = {}
-        extra_load = self.cron.extra_load
-        first = order[0] if order else None
-        running = ("running", "vacating", "killing")
-        for slot in table.values():
-            c = slot.claim
-            slot_load = c.load if (c is not None and c.job_state in running) else 0.0
-            name = slot.spec.name
-            slot_load += extra_load(name, order, benchmarking) if (benchmarking or name == first) else 0.0
-            condor_load[name] = v = round(slot_load, 4)
-            w = slot.written
-            if type(w.get("CondorLoadAvg")) is not float or w["CondorLoadAvg"] != v:
-                slot.ad["CondorLoadAvg"] = w["CondorLoadAvg"] = v
-            condor_total += slot_load
-        owner_total = max(self._owner_load_total, 0.0)
-        total_load = owner_total + condor_total
-        if slots is None:
-            slots = self._slot_list()
-        self._assign_load_to_slots(owner_total, slots)
-        kbd = self._keyboard_idle(now)
-        con = self._console_idle(now)
-        maxidle = (now - self._start_time) + self.knobs.keyboard_boost
-        lt = _time.localtime(now) if self.utc_offset is None else _time.gmtime(now + self.utc_offset)
-        clock_min, clock_day = lt.tm_hour * 60 + lt.tm_min, (lt.tm_wday + 1) % 7
-        on_console, on_keyboard = self.knobs.slots_on_console, self.knobs.slots_on_keyboard
-        total_r, condor_r = round(total_load, 4), round(condor_total, 4)
-        claimed = (State.CLAIMED, State.PREEMPTING)
-        publish_claim = self._publish_claim
-        for s in slots:
-            # ResMgr::assign_idle_to_slots: by slot id (a dynamic slot has its partitionable slot's); a slot
-            # not connected to the console or the keyboard sees the startd's age plus the boost
-            sid = s.spec.id
-            s.console_idle = ci = con if sid <= on_console else maxidle
-            s.keyboard_idle = ki = kbd if sid <= on_keyboard else maxidle
-            new = (round(s.owner_load + condor_load.get(s.spec.name, 0.0), 4), total_r, condor_r,
-                   int(ki), int(ci), clock_min, clock_day)
-            w = s.written
-            old = w.get(_DYNAMIC)
-            if old != new:
-                ad = s.ad
-                if old is None:
-                    for name, v in zip(_DYNAMIC_NAMES, new):
-                        ad[name] = v
-                else:  # each position always holds the same type (float, float, float, then ints)
-                    for name, v, o in zip(_DYNAMIC_NAMES, new, old):
-                        if o != v:
-                            ad[name] = v
-                w[_DYNAMIC] = new
-            if s.claim is not None and s.state in claimed:
-                publish_claim(s)
-        self._condor_load = condor_total
-
-    def _assign_load_to_slots(self, owner_total: float, order: list[Slot] | None = None) -> None:
-        """ResMgr::assign_load_to_slots (HTCondor 24.0 and later): the load that is not HTCondor's goes to
-        Owner slots, then Unclaimed slots, then every other slot, in slot order, each taking up to its
-        whole share of cpus; a dynamic slot takes, up to its own cpus, what its partitionable slot was
-        given beyond the cpus it has left."""
-        if order is None:
-            order = self._slot_list()
-        remaining = owner_total
-        owner, unclaimed = State.OWNER, State.UNCLAIMED
-        for s in order:
-            s.owner_load = 0.0
-        if remaining == 0.0 and _math.copysign(1.0, remaining) > 0:
-            # nothing to hand out: every slot takes min(0, cpus) = 0 and a dynamic slot's excess is none
-            # (its partitionable slot's load, 0, is never beyond its cpus by more than 0.05)
-            return
-        for wanted in (owner, unclaimed):
-            for s in order:
-                if s.state == wanted and not s.dynamic:
-                    take = min(remaining, float(s.spec.resources.cpus))
-                    s.owner_load, remaining = take, remaining - take
-        for s in order:
-            parent = self.slots.get(s.parent_name or "") if s.dynamic else None
-            if parent is not None:
-                excess = max(0.0, parent.owner_load - float(parent.resources.cpus))
-                if excess > 0.05:
-                    excess = min(excess, float(s.spec.resources.cpus))
-                    parent.owner_load -= excess
-                else:
-                    excess = 0.0
-                s.owner_load = excess
-            elif not s.dynamic and s.state not in (owner, unclaimed):
-                take = min(remaining, float(s.spec.resources.cpus))
-                s.owner_load, remaining = take, remaining - take
-
-    def _keyboard_idle(self, now: float) -> float:
-        if self._kbd_active:
-            return 0.0
-        v, at = self._kbd_sample
-        return max(v + (now - at), 0.0)
-
-    def _console_idle(self, now: float) -> float:
-        if self._kbd_active:
-            return 0.0
-        v, at = self._con_sample
-        return max(v + (now - at), 0.0)
-
     # ------------------------------------------------------------------ passes and timers
 
     def _needs_polling(self) -> bool:
         """ResMgr::needsPolling: a slot that is Claimed, Preempting or in Backfill, or HTCondor load."""
-        return self._polled_np > 0 or getattr(self, "_condor_load", 0.0) > 0
+        if self._polled_np > 0:
+            return True
+        self.settle()  # the HTCondor load is one of the figures
+        return getattr(self, "_condor_load", 0.0) > 0
 
     def eval_all(self, now: float) -> None:
         """One policy pass over every slot (ResMgr::eval_all); a quiet one (see :mod:`.quiet`) only
@@ -373,29 +267,19 @@ class ResMgr(Draining, ClaimIndex, QuietPasses):
             self._quiet_pass(now, slots)
             self._check_polling(now)
             return
-        self._deferred_at = None  # the figures of the quiet passes before this one are written over now
         self._advance_averages()
-        self._publish_clock_figures(now, slots)
+        if self._figures_may_wait():
+            self._deferred_at, self._lazy = now, True  # written when something reads or changes (see .quiet)
+            self.lazy_passes += 1
+        else:
+            self._deferred_at = None  # the figures of the quiet passes before this one are written over now
+            self._publish_clock_figures(now, slots)
         mark = self._pass_mark(slots)
         traces: dict[str, set[str]] = {}
-        for slot in slots:
-            if slot.deleted:
-                continue
-            if mark is not None:
-                self._trace = traces[slot.name] = set()
-            self._latch_update(slot, now)
-            self._eval_slot(slot)
-        self._trace = None
+        self._evaluate_slots(now, slots, mark, traces)
+        self._lazy = False
         self._quiet = self._certify(slots, mark, traces)
         self._check_polling(now)
-
-    def _publish_clock_figures(self, now: float, slots: list[Slot]) -> None:
-        """The figures a pass refreshes before it evaluates: loads, idle times, clocks, the claims'
-        times, the draining expectations, startd cron's ads."""
-        self._refresh_dynamic(now, slots)
-        self._compute_draining_attrs(now)
-        for slot in slots:
-            self._merge_cron(slot)
 
     def _check_polling(self, now: float) -> None:
         """ResMgr::check_polling, at the end of each evaluation pass: poll every POLLING_INTERVAL while it
@@ -593,6 +477,7 @@ class ResMgr(Draining, ClaimIndex, QuietPasses):
 
     def daemon_ad(self) -> ClassAd:
         """The startd's own ad (HTCondor's StartDaemon ad)."""
+        self.settle()
         ad = ClassAd()
         ad["MyType"] = "StartD"
         ad["Name"] = self.daemon_name

@@ -188,11 +188,19 @@ class ResourceBase:
     _last_drain_start: float
     _last_drain_stop: float
     _trace: set[str] | None = None  # see .quiet: the policy attributes a pass's decisions evaluate
+    _lazy = False  # see .quiet: in a pass that has not written its figures yet
 
     # ------------------------------------------------------------------ reading the policy
 
     def settle(self) -> None:
         """Write the figures a quiet pass left unwritten (see :mod:`.quiet`); nothing here."""
+
+    def _is_figure(self, name: str) -> bool:
+        """Whether a pass writes ``name`` among its figures (see :mod:`.quiet`)."""
+        return False
+
+    def _reading(self, slot: Slot, attr: str, job: ClassAd | None, node: Node | None = None) -> None:
+        """Before a pass that left its figures unwritten evaluates ``attr`` (see :mod:`.quiet`)."""
 
     def _policy_of(self, slot: Slot) -> dict[str, Node]:
         """The slot's policy expressions: the configuration's, with its slot type's SLOT_TYPE_<N>_<name>
@@ -214,6 +222,8 @@ class ResourceBase:
         trace = self._trace
         if trace is not None:
             trace.add(attr.lower())  # what the pass's decisions read (see .quiet)
+        if self._lazy:
+            self._reading(slot, attr, job)
         node = slot.ad.get_node(attr)
         if node is None:
             return UNDEFINED
@@ -297,6 +307,8 @@ class ResourceBase:
         c = slot.claim
         if c is None or not c.active:
             return 0.0
+        if self._lazy:
+            self.settle()  # the job's own expressions are read below
         mjrt = _as_int(self._eval(slot, "MaxJobRetirementTime", c.job))
         mjrt_f: float = float(mjrt) if mjrt is not None else 0.0
         if c.retire_peacefully and mjrt != -1:
@@ -313,6 +325,8 @@ class ResourceBase:
         c = slot.claim
         if c is None or not c.active:
             return 0.0
+        if self._lazy:
+            self.settle()  # the job's own expressions are read below
         mvt = float(c.pledged_vacate)
         jmvt = mvt
         jnode = c.job.get_node("JobMaxVacateTime") or c.job.get_node("KillSigTimeout")

@@ -20,12 +20,12 @@ from .resource import REQ, ResourceBase, Slot, drop, put, set_node
 from .states import State
 
 # Attributes a claim publishes; removed when the slot no longer has one.
-_CLAIM_ATTRS = ("RemoteOwner", "RemoteUser", "ClientMachine", "JobId", "JobStart", "TotalJobRunTime",
+CLAIM_ATTRS = ("RemoteOwner", "RemoteUser", "ClientMachine", "JobId", "JobStart", "TotalJobRunTime",
                 "TotalJobSuspendTime", "TotalClaimRunTime", "TotalClaimSuspendTime", "PreemptingRank",
                 "PreemptingOwner", "PreemptingUser", "GlobalJobId", "JobUniverse", "NumPids", "PublicClaimId",
                 "ClaimEndTime")
 # What Claim::publish says of the claim's client, from the request (Claim::loadRequestInfo, accept_request_claim).
-_CLIENT_ATTRS = ("RemoteScheddName", "RemoteProject", "AccountingGroup", "ConcurrencyLimits", "RemoteGroup",
+CLIENT_ATTRS = ("RemoteScheddName", "RemoteProject", "AccountingGroup", "ConcurrencyLimits", "RemoteGroup",
                  "RemoteNegotiatingGroup", "RemoteAutoregroup")
 
 
@@ -209,7 +209,7 @@ class SlotAds(ResourceBase):
         if c is None or slot.state not in (State.CLAIMED, State.PREEMPTING):
             if slot.claim_published is not None or "PublicClaimId" in ad:
                 slot.written.clear()
-                for a in _CLAIM_ATTRS + _CLIENT_ATTRS + self.knobs.job_attrs:
+                for a in CLAIM_ATTRS + CLIENT_ATTRS + self.knobs.job_attrs:
                     if a in ad:
                         del ad[a]
                 slot.claim_published = None
@@ -269,7 +269,7 @@ class SlotAds(ResourceBase):
         info = c.client_info
         if info is None or info[0] is not c.job:
             info = c.client_info = (c.job, _client_attrs(c.job, ad, now))
-        for a in _CLIENT_ATTRS:
+        for a in CLIENT_ATTRS:
             if a in info[1]:
                 ad[a] = info[1][a]
             elif a in ad:
@@ -306,6 +306,8 @@ class SlotAds(ResourceBase):
 
     def _latch_update(self, slot: Slot, now: float) -> None:
         for name, node in self.knobs.latch:
+            if self._lazy:  # a pass that has not written its figures yet (see .quiet)
+                self._reading(slot, "\0latch " + name if node is not None else name, None, node)
             if node is not None:
                 v = evaluate_node(node, slot.ad, None, now)
             else:
@@ -333,6 +335,10 @@ class SlotAds(ResourceBase):
                         del slot.ad[a]
                 continue
             slot.written.pop(f"{name}Time", None)  # a latch may be named after an attribute put() keeps
+            if self._lazy and (f"{name}Time" not in slot.ad or (not literal_or_attr and f"{name}Value" not in slot.ad)
+                               or self._is_figure(f"{name}Time") or self._is_figure(f"{name}Value")):
+                self.settle()  # the figures first: an ad keeps its attributes in the order they came, and a
+                # latch named after a figure writes over it
             slot.ad[f"{name}Time"] = int(when)
             if not literal_or_attr:
                 slot.written.pop(f"{name}Value", None)
