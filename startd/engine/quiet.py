@@ -116,6 +116,8 @@ class QuietPasses(ResourceBase):
     _averages_at: float | None = None  # ... whose state-history averages are not advanced yet
     _reads: dict[tuple[str, str], tuple[Any, ...]]
     _steady: set[str]  # slots whose decisions stay what they are until the next input (see _evaluate_slots)
+    _input_seen = False  # an input came since the last evaluated pass
+    _busy_passes = 0  # evaluated passes in a row that an input came before
     _closures: dict[str, tuple[Any, ...]]
     _benchmarking: bool
     _backfill_running: bool
@@ -187,6 +189,11 @@ class QuietPasses(ResourceBase):
             kept = self.__dict__["_figures_of"] = (attrs, FIGURE_NAMES | {a.lower() for a in attrs})
         return kept[1]
 
+    def _count_inputs(self) -> None:
+        """At the start of an evaluated pass: whether an input came before it, as every time lately."""
+        self._busy_passes = self._busy_passes + 1 if self._input_seen else 0
+        self._input_seen = False
+
     def _quiet_pass(self, now: float, slots: list[Slot]) -> None:
         """A pass known to decide what the last one decided: only the averages move (as in _eval_slot)."""
         self._advance_averages()
@@ -225,13 +232,15 @@ class QuietPasses(ResourceBase):
         self.settle()
         self._quiet = False
         self._steady.clear()
+        self._input_seen = True
 
     def _machine_may_certify(self) -> bool:
         """No machine-wide activity whose decisions this module does not follow (draining, shutting down,
-        benchmarks, backfill, cron, cross-slot copies)."""
-        return self.quiet_enabled and not (self._draining or self._shutdown is not None or self._benchmarking
-                                           or self._backfill_running or self.cron.ads
-                                           or self.knobs.slot_attrs_on or self._cross_names)
+        benchmarks, backfill, cron, cross-slot copies), and inputs not arriving before every poll (a daemon
+        sampling its host every few seconds): what would be certified would not last to the next poll."""
+        return self.quiet_enabled and self._busy_passes < 3 and not (
+            self._draining or self._shutdown is not None or self._benchmarking
+            or self._backfill_running or self.cron.ads or self.knobs.slot_attrs_on or self._cross_names)
 
     @staticmethod
     def _slot_mark(s: Slot) -> tuple[Any, ...]:

@@ -268,6 +268,7 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
             self._check_polling(now)
             return
         self._advance_averages()
+        self._count_inputs()
         if self._figures_may_wait():
             self._deferred_at, self._lazy = now, True  # written when something reads or changes (see .quiet)
             self.lazy_passes += 1
