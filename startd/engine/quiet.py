@@ -114,11 +114,11 @@ class QuietPasses(ResourceBase):
     _quiet = False  # the last pass certified that the next ones are quiet, as long as no input comes
     _deferred_at: float | None = None  # the time of the last quiet pass whose figures are not written yet
     _averages_at: float | None = None  # ... whose state-history averages are not advanced yet
-    _reads: dict[tuple[str, str], tuple[Any, ...]]
+    _reads: dict[Any, tuple[Any, ...]]  # see _reading
+    _closures: dict[Any, tuple[Any, ...]]  # see _slot_steady
     _steady: set[str]  # slots whose decisions stay what they are until the next input (see _evaluate_slots)
     _input_seen = False  # an input came since the last evaluated pass
     _busy_passes = 0  # evaluated passes in a row that an input came before
-    _closures: dict[str, tuple[Any, ...]]
     _benchmarking: bool
     _backfill_running: bool
     _cross_names: set[str]
@@ -142,13 +142,18 @@ class QuietPasses(ResourceBase):
         if type(inp) is not Tick and type(inp) is not Keepalive:
             self._unquiet()
 
+    def _machine_followed(self) -> bool:
+        """No machine-wide activity whose reads and decisions this module does not follow: draining (whose
+        figures read the averages a pass advances), shutting down, backfill, cron, cross-slot copies."""
+        return self.quiet_enabled and not (
+            self._draining or self._shutdown is not None or self._backfill_running or self.cron.ads
+            or self.knobs.slot_attrs_on or self._cross_names)
+
     def _figures_may_wait(self) -> bool:
         """Whether this pass may leave its figures unwritten until something reads one (see :meth:`_reading`)
-        or changes the state: nothing it does reads them but the expressions :meth:`_reading` checks (no
-        draining, whose figures read the averages the pass advances; no cron, no fetch hooks, no backfill,
-        no cross-slot copies)."""
-        if not self.quiet_enabled or self._draining or self._shutdown is not None or self._backfill_running \
-                or self.cron.ads or self.knobs.slot_attrs_on or self._cross_names:
+        or changes the state: nothing it does reads them but the expressions :meth:`_reading` checks (also
+        no fetch hooks, and no draining averages left from an earlier drain)."""
+        if not self._machine_followed():
             return False
         for s in self.slots.values():
             h = s.history
@@ -156,25 +161,30 @@ class QuietPasses(ResourceBase):
                 return False
         return True
 
+    def _closure_free(self, memo: dict[str, tuple[Any, ...]], key: Any, slot: Slot, job: ClassAd | None,
+                      extra: tuple[Any, ...], names: list[str], nodes: list[Node],
+                      figures: frozenset[str] | None = None) -> bool:
+        """:func:`clock_free` of ``names`` and ``nodes`` over the slot ad and ``job``, remembered in ``memo``
+        under ``key`` while neither ad changed an expression (the ads compared by identity) and ``extra``
+        (what else the question was made of) is the same."""
+        ad = slot.ad
+        jx = -1 if job is None else job._xgen
+        kept = memo.get(key)
+        if kept is not None and kept[0] is ad and kept[1] == ad._xgen and kept[2] is job and kept[3] == jx \
+                and kept[4] == extra:
+            return kept[5]  # type: ignore[no-any-return]
+        free = clock_free(names, nodes, (ad,) if job is None else (ad, job), figures=figures)
+        if len(memo) > 64 * len(self.slots) + 256:
+            memo.clear()
+        memo[key] = (ad, ad._xgen, job, jx, extra, free)
+        return free
+
     def _reading(self, slot: Slot, attr: str, job: ClassAd | None, node: Node | None = None) -> None:
         """Before a pass that left its figures unwritten evaluates ``attr`` of ``slot`` (or the expression
         ``node``, known as ``attr``): write them first when the expression refers to one."""
-        memo = self.__dict__.get("_reads")
-        if memo is None:
-            memo = self._reads = {}
-        key = (slot.name, attr)
-        jx = -1 if job is None else job._xgen
-        kept = memo.get(key)
-        if kept is not None and kept[0] is slot.ad and kept[1] == slot.ad._xgen and kept[2] is job \
-                and kept[3] == jx and kept[5] is node:
-            free = kept[4]
-        else:
-            free = clock_free([] if node is not None else [attr.lower()], [] if node is None else [node],
-                              (slot.ad,) if job is None else (slot.ad, job), figures=self._figure_names())
-            if len(memo) > 64 * len(self.slots) + 256:
-                memo.clear()
-            memo[key] = (slot.ad, slot.ad._xgen, job, jx, free, node)
-        if not free:
+        names, nodes = ([], [node]) if node is not None else ([attr.lower()], [])
+        if not self._closure_free(self._reads, (slot.name, attr), slot, job, (node,), names, nodes,
+                                  self._figure_names()):
             self.settle()
 
     def _is_figure(self, name: str) -> bool:
@@ -194,7 +204,7 @@ class QuietPasses(ResourceBase):
         self._busy_passes = self._busy_passes + 1 if self._input_seen else 0
         self._input_seen = False
 
-    def _quiet_pass(self, now: float, slots: list[Slot]) -> None:
+    def _quiet_pass(self, now: float) -> None:
         """A pass known to decide what the last one decided: only the averages move (as in _eval_slot)."""
         self._advance_averages()
         self._deferred_at = self._averages_at = now
@@ -208,7 +218,11 @@ class QuietPasses(ResourceBase):
         self._averages_at = None
         for s in self.slots.values():
             if not s.deleted:
-                s.history.update_averages(int(at), float(s.resources.cpus), self._draining)
+                self._update_averages(s, at)
+
+    def _update_averages(self, slot: Slot, at: float) -> None:
+        """ResState::updateActivityAverages, as _eval_slot does it."""
+        slot.history.update_averages(int(at), float(slot.resources.cpus), self._draining)
 
     def settle(self) -> None:
         """Write the figures the last quiet pass left unwritten, as it would have written them: before the
@@ -235,12 +249,10 @@ class QuietPasses(ResourceBase):
         self._input_seen = True
 
     def _machine_may_certify(self) -> bool:
-        """No machine-wide activity whose decisions this module does not follow (draining, shutting down,
-        benchmarks, backfill, cron, cross-slot copies), and inputs not arriving before every poll (a daemon
-        sampling its host every few seconds): what would be certified would not last to the next poll."""
-        return self.quiet_enabled and self._busy_passes < 3 and not (
-            self._draining or self._shutdown is not None or self._benchmarking
-            or self._backfill_running or self.cron.ads or self.knobs.slot_attrs_on or self._cross_names)
+        """The machine is followed (:meth:`_machine_followed`), runs no benchmarks, and inputs do not arrive
+        before every poll (a daemon sampling its host every few seconds): what would be certified would
+        not last to the next poll."""
+        return self._busy_passes < 3 and not self._benchmarking and self._machine_followed()
 
     @staticmethod
     def _slot_mark(s: Slot) -> tuple[Any, ...]:
@@ -250,62 +262,26 @@ class QuietPasses(ResourceBase):
                 s.user_suspended, None if c is None else (
                     c.job_state, c.preempt_was_true, c.may_unretire, c.activations, id(c.job)))
 
-    def _pass_mark(self, slots: list[Slot]) -> tuple[Any, ...] | None:
-        """What a pass that changes nothing leaves as it found (None: this pass cannot certify quiet ones)."""
-        if not self._machine_may_certify():
-            return None
-        marks: list[Any] = [len(self._out), len(self._changed), len(self.slots)]
-        for s in slots:
-            if (s.state, s.activity) not in _STEADY_STATES:
-                return None  # not worth marking: this pass certifies nothing
-            marks.append(self._slot_mark(s))
-        return tuple(marks)
-
-    def _certify(self, slots: list[Slot], mark: tuple[Any, ...] | None, traces: dict[str, set[str]]) -> bool:
-        """Whether the passes after this one are quiet until the next input: this pass changed nothing,
-        and every slot's decisions read no clock (a slot not evaluated was already known to be steady)."""
-        if mark is None or self._pass_mark(slots) != mark:
-            return False
-        steady = self._steady
-        for s in slots:
-            if s.name not in steady and not self._slot_steady(s, traces.get(s.name, ())):
-                return False
-        closures = self._closures
-        if len(closures) > 2 * len(self.slots) + 64:
-            for name in [n for n in closures if n not in self.slots]:
-                del closures[name]
-        return True
-
-    def _slot_steady(self, s: Slot, traced: Iterable[str]) -> bool:
+    def _slot_steady(self, s: Slot, traced: set[str]) -> bool:
         """Whether the decisions of ``s`` stay what they are until the next input: a state whose decisions
         read no clock, and expressions (those evaluated, ``traced``, and the latches) that read none."""
         if (s.state, s.activity) not in _STEADY_STATES or s.pre is not None:
             return False
         c = s.claim
-        job = self._job(s)
         if s.state == State.CLAIMED and (c is None or not c.active or self._in_retirement(s)
                                          or self._fetch_keyword(s) is not None):
             return False
-        closures = self.__dict__.get("_closures")
-        if closures is None:
-            closures = self._closures = {}
-        names = frozenset(traced)
-        # the closure is the same while neither ad changed an expression (objects compared by identity)
-        jx = -1 if job is None else job._xgen
-        kept = closures.get(s.name)
-        if kept is not None and kept[0] is s.ad and kept[1] == s.ad._xgen and kept[2] is job \
-                and kept[3] == jx and kept[4] == names and kept[5] is self.knobs.latch:
-            return kept[6]  # type: ignore[no-any-return]
-        latch_names = [n.lower() for n, node in self.knobs.latch if node is None]
-        latch_nodes = [node for _, node in self.knobs.latch if node is not None]
-        ok = clock_free([*names, *latch_names], latch_nodes, (s.ad,) if job is None else (s.ad, job))
-        closures[s.name] = (s.ad, s.ad._xgen, job, jx, names, self.knobs.latch, ok)
-        return ok
+        latch = self.knobs.latch
+        names = [*traced, *(n.lower() for n, node in latch if node is None)]
+        nodes = [node for _, node in latch if node is not None]
+        return self._closure_free(self._closures, s.name, s, self._job(s), (frozenset(traced), latch), names,
+                                  nodes)
 
-    def _evaluate_slots(self, now: float, slots: list[Slot], mark: tuple[Any, ...] | None,
-                        traces: dict[str, set[str]]) -> None:
+    def _evaluate_slots(self, now: float, slots: list[Slot]) -> bool:
         """The evaluation part of a pass: each slot's latches and policy (ResState::eval_policy_periodic).
-        A slot found steady by an earlier pass, with nothing changed since, only advances its averages."""
+        A slot found steady by an earlier pass, with nothing changed since, only advances its averages.
+        Returns whether the passes that follow are quiet until the next input: every slot ended steady, so
+        this pass changed nothing and every slot's decisions read no clock."""
         steady = self._steady
         may = self._machine_may_certify()
         if not may:
@@ -314,19 +290,22 @@ class QuietPasses(ResourceBase):
             if slot.deleted:
                 continue
             if slot.name in steady:
-                slot.history.update_averages(int(now), float(slot.resources.cpus), self._draining)
+                self._update_averages(slot, now)
                 self.steady_skips += 1
                 continue
-            before = (len(self._out), len(self._changed), self._slot_mark(slot)) if may else None
-            if may or mark is not None:
-                self._trace = traces[slot.name] = set()
+            if not may:
+                self._latch_update(slot, now)
+                self._eval_slot(slot)
+                continue
+            before = (len(self._out), len(self._changed), self._slot_mark(slot))
+            traced: set[str] = set()
+            self._trace = traced
             self._latch_update(slot, now)
             self._eval_slot(slot)
             self._trace = None
-            if before is not None:
-                if before != (len(self._out), len(self._changed), self._slot_mark(slot)):
-                    steady.clear()  # something changed: what the other slots read may have too
-                    may = False
-                elif self._slot_steady(slot, traces[slot.name]):
-                    steady.add(slot.name)
-
+            if before != (len(self._out), len(self._changed), self._slot_mark(slot)):
+                steady.clear()  # something changed: what the other slots read may have too
+                may = False
+            elif self._slot_steady(slot, traced):
+                steady.add(slot.name)
+        return may and all(s.name in steady for s in slots)

@@ -109,6 +109,8 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
         self._qube_gone: set[str] = set()
         self._cross_names: set[str] = set()
         self._steady: set[str] = set()
+        self._reads: dict[Any, tuple[Any, ...]] = {}
+        self._closures: dict[Any, tuple[Any, ...]] = {}
         self._stats = StartdStats()
         self._published_total = 0  # the TotalSlots every ad carries
         self.cron = CronAds()
@@ -264,7 +266,7 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
         self.now = now
         slots = self._slot_list()
         if self._quiet:
-            self._quiet_pass(now, slots)
+            self._quiet_pass(now)
             self._check_polling(now)
             return
         self._advance_averages()
@@ -275,11 +277,9 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
         else:
             self._deferred_at = None  # the figures of the quiet passes before this one are written over now
             self._publish_clock_figures(now, slots)
-        mark = self._pass_mark(slots)
-        traces: dict[str, set[str]] = {}
-        self._evaluate_slots(now, slots, mark, traces)
+        quiet = self._evaluate_slots(now, slots)
         self._lazy = False
-        self._quiet = self._certify(slots, mark, traces)
+        self._quiet = quiet
         self._check_polling(now)
 
     def _check_polling(self, now: float) -> None:
