@@ -54,7 +54,7 @@ class Claiming(ResState):
     def _retire(self, slot: Slot, reason: str, reversible: bool = False) -> None:
         """Resource::retire_claim: a claimed slot starts retiring (an idle claim passes through
         Claimed/Retiring on its way to Preempting); Matched returns to Owner; Backfill is evicted."""
-        self.settle()
+        self._settle_slot(slot)
         c = slot.claim
         if slot.state == State.CLAIMED and slot.activity == Activity.CLEANING:
             return  # Cleaning is terminal: the starter's reap decides what comes next
@@ -72,7 +72,7 @@ class Claiming(ResState):
     def _kill_claim(self, slot: Slot, reason: str) -> None:
         """Resource::kill_claim: straight to Preempting/Killing. Claimed/Cleaning absorbs it: the starter is
         killed hard and its reap goes to Preempting."""
-        self.settle()
+        self._settle_slot(slot)
         c = slot.claim
         if slot.state == State.CLAIMED and slot.activity == Activity.CLEANING and c is not None:
             slot.cleaning_preempt_pending = True

@@ -9,11 +9,16 @@ gone, what happens on completion, and the Expected*Drain* attributes condor_defr
 from __future__ import annotations
 
 import re
+from typing import Callable
 
-from ..classad.ast import Node
+from ..classad.ast import Literal, Node
 from .events import ReconfigRequested
 from .hookmgr import StartdHookMgr
+from .resource import Slot
 from .states import Activity, State
+
+# A slot's part of the draining expectations (see Draining._drain_part)
+Part = tuple[int, "tuple[float, float, float, float] | None"]
 
 
 class Draining(StartdHookMgr):
@@ -104,11 +109,15 @@ class Draining(StartdHookMgr):
         if how == "reconfig":
             self._emit(ReconfigRequested(self.now, "draining completed"))
 
-    def _compute_draining_attrs(self, now: float) -> None:
+    def _compute_draining_attrs(self, now: float, before_read: Callable[[Slot], None],
+                                snaps: dict[str, Part] | None = None) -> None:
         """ResMgr::compute_draining_attrs: what draining the machine now would cost, for condor_defrag.
         Over every slot: the job's run time (the badput of a quick drain, with its vacate time) and when
         its eviction would end (its vacate time, or the retirement left when that is longer, for a
-        graceful drain); completions are absolute times, held at the time the machine went idle."""
+        graceful drain); completions are absolute times, held at the time the machine went idle. The
+        figures are left in ``_drain_expect``, for each slot to publish (_publish_drain_expectations);
+        ``before_read`` writes a slot's own figures before its retirement or vacate time reads one;
+        ``snaps``: the part of the slots that changed since ``now``, as it was then (see :mod:`.quiet`)."""
         def cap(v: float) -> int:  # cap_int: a peaceful shutdown's endless retirement shows as INT_MAX
             return int(v) if v < 2**31 - 1 else 2**31 - 1
 
@@ -116,16 +125,14 @@ class Draining(StartdHookMgr):
         drained = True
         unclaimed = 0
         for s in self.slots.values():
-            h = s.history
-            if h.draining_unclaimed or h.avg_draining:
-                unclaimed += h.draining_unclaimed_now(s.state, int(s.entered_activity), int(now))
-            c = s.claim
-            if c is None or not c.active:
+            part = snaps.get(s.spec.name) if snaps else None
+            if part is None:
+                part = self._drain_part(s, now, before_read)
+            unclaimed += part[0]
+            job = part[1]
+            if job is None:
                 continue  # no job: nothing to lose, nothing to wait for
-            runtime = c.run_time(now)
-            rr = self._retirement_remaining(s)
-            mvt = self._max_vacate(s, rr)
-            cpus = float(s.resources.cpus)
+            runtime, rr, mvt, cpus = job
             drained = False
             q_bad += cpus * (runtime + mvt)
             grace = mvt if rr < mvt else rr
@@ -133,7 +140,6 @@ class Draining(StartdHookMgr):
             g_done = max(g_done, grace)
             q_done = max(q_done, mvt)
         e = self._drain_expect
-        before = dict(e)
         if drained:
             for k in ("graceful_done", "quick_done"):
                 if e[k] == 0 or e[k] > now:
@@ -144,9 +150,31 @@ class Draining(StartdHookMgr):
         e["graceful_badput"] = cap(g_bad)
         e["quick_badput"] = cap(q_bad)
         e["unclaimed"] = cap(unclaimed)
-        if e != before:
-            for s in self.slots.values():
-                self._publish_drain_expectations(s)
+
+    def _drain_part(self, s: Slot, now: float, before_read: Callable[[Slot], None]) -> Part:
+        """One slot's part of compute_draining_attrs at ``now``: the time it spent unclaimed while draining,
+        and, with a job, (its run time, the retirement it has left, its vacate time, its cpus)."""
+        h = s.history
+        unclaimed = 0
+        if h.draining_unclaimed or h.avg_draining:
+            unclaimed = h.draining_unclaimed_now(s.state, int(s.entered_activity), int(now))
+        c = s.claim
+        if c is None or not c.active:
+            return unclaimed, None
+        runtime = c.run_time(now)
+        node = s.ad._attrs.get("maxjobretirementtime")
+        job = c.job._attrs
+        if type(node) is Literal and type(node.value) is int and not c.retire_peacefully and \
+                "maxjobretirementtime" not in job and "jobmaxvacatetime" not in job and "killsigtimeout" not in job:
+            # constants only (evalRetirementRemaining and evalMaxVacateTime, with nothing to evaluate)
+            rr = max(float(node.value) - runtime, 0.0)
+            mvt = float(c.pledged_vacate)
+        else:
+            if self._drain_reads_figures(s):
+                before_read(s)
+            rr = self._retirement_remaining(s)
+            mvt = self._max_vacate(s, rr)
+        return unclaimed, (runtime, rr, mvt, float(s.resources.cpus))
 
     def _check_drain_completion(self) -> None:
         """ResMgr::checkForDrainCompletion: when every claimed slot left runs a job accepted while

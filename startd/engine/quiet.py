@@ -25,7 +25,23 @@ from ..classad import ClassAd
 from ..classad.ast import AttrRef, Call, Literal, Node, iter_nodes
 from ..classad.functions import FUNCTIONS
 from ..classad.functions_time import TIME_FUNCTIONS
-from .events import Input, Keepalive, Tick
+from .events import (
+    ActivateClaim,
+    ContinueClaim,
+    DeactivateClaim,
+    Input,
+    JobExited,
+    JobStarted,
+    JobUsage,
+    Keepalive,
+    Match,
+    ReleaseClaim,
+    RequestClaim,
+    StarterExited,
+    SuspendClaim,
+    Tick,
+    Vacate,
+)
 from .resource import ResourceBase, Slot
 from .slotad import CLAIM_ATTRS, CLIENT_ATTRS
 from .states import Activity, State
@@ -56,8 +72,19 @@ FIGURE_NAMES = CLOCK_NAMES | frozenset(n.lower() for n in (
 _READS_ADS = frozenset({"eval", "evalineachcontext", "debug"})
 _UNSTEADY = frozenset(TIME_FUNCTIONS) | {"random"} | _READS_ADS
 
+# The figures that are the machine's (each slot's share of the load, the totals, the draining expectations)
+_MACHINE_FIGURES = frozenset(n.lower() for n in (
+    "LoadAvg", "TotalLoadAvg", "TotalCondorLoadAvg", "ExpectedMachineGracefulDrainingBadput",
+    "ExpectedMachineQuickDrainingBadput", "ExpectedMachineGracefulDrainingCompletion",
+    "ExpectedMachineQuickDrainingCompletion", "TotalMachineDrainingBadput", "TotalMachineDrainingUnclaimedTime"))
+
 # A closure larger than this is not analysed (the pass is simply not quiet).
 _CLOSURE_LIMIT = 512
+
+# The inputs that act on one slot, named by the slot or by one of its claims' ids
+_SLOT_NAMED = frozenset({Match, RequestClaim, Vacate})
+_CLAIM_NAMED = frozenset({ActivateClaim, SuspendClaim, ContinueClaim, DeactivateClaim, ReleaseClaim, JobStarted,
+                          JobExited, StarterExited, JobUsage})
 
 # The states whose decisions (ResState::eval_policy and do_periodic_actions) read no clock of their own:
 # a claim running its job outside retirement (WANT_SUSPEND, SUSPEND, PREEMPT), and a match waiting for its
@@ -112,19 +139,50 @@ class QuietPasses(ResourceBase):
     lazy_passes = 0  # how many evaluated passes left their figures to be written when read
     steady_skips = 0  # how many evaluations of a slot were skipped as steady
     _quiet = False  # the last pass certified that the next ones are quiet, as long as no input comes
-    _deferred_at: float | None = None  # the time of the last quiet pass whose figures are not written yet
-    _averages_at: float | None = None  # ... whose state-history averages are not advanced yet
+    _deferred_at: float | None = None  # the time of the last pass whose figures are not all written yet
+    _fig_epoch = 0  # counts the passes that left their figures unwritten (a slot's fig_epoch: written)
+    _agg: tuple[int, Any] | None = None  # (epoch, the machine's part of that pass's figures)
+    _snaps: dict[str, Any]  # the slots changed since that pass, as its figures read them (.figures.Snap)
+    _snaps_epoch = 0
+    _machine_reads: dict[Any, tuple[Any, ...]]  # see _machine_free
+    _averages_at: float | None = None  # the last quiet pass whose state-history averages are not advanced yet
     _reads: dict[Any, tuple[Any, ...]]  # see _reading
     _closures: dict[Any, tuple[Any, ...]]  # see _slot_steady
-    _steady: set[str]  # slots whose decisions stay what they are until the next input (see _evaluate_slots)
+    # slots whose decisions stay what they are until the next input (see _evaluate_slots), each with
+    # whether they also read none of the figures (then an input to another slot leaves them steady)
+    _steady: dict[str, bool]
+    _steady_local: set[str]  # the steady slots that read a figure
+    _nonstatic: int  # how many slots are partitionable or dynamic
+    _next_seq: int
+    conf: Any
+    _duty: dict[str, str]
     _input_seen = False  # an input came since the last evaluated pass
     _busy_passes = 0  # evaluated passes in a row that an input came before
     _benchmarking: bool
     _backfill_running: bool
     _cross_names: set[str]
 
-    def _publish_clock_figures(self, now: float, slots: list[Slot]) -> None:
-        """The part of a pass that refreshes the figures of the ads (provided by the machine)."""
+    def _compute_draining_attrs(self, now: float, before_read: Any) -> None:
+        raise NotImplementedError
+
+    def _machine_figures(self, now: float, slots: list[Slot], snaps: Any = None) -> Any:
+        """The machine's part of a pass's figures (provided by the machine: .figures)."""
+        raise NotImplementedError
+
+    def _slot_figures(self, s: Slot, loads: Any) -> None:
+        """A slot's part of a pass's figures (provided by the machine: .figures)."""
+        raise NotImplementedError
+
+    def _snap(self, s: Slot, now: float) -> Any:
+        raise NotImplementedError
+
+    def _own_figures(self, s: Slot, now: float) -> None:
+        raise NotImplementedError
+
+    def _machine_share(self, s: Slot, loads: Any) -> None:
+        raise NotImplementedError
+
+    def _find_claim(self, claim_id: str) -> tuple[Slot, Any, bool] | None:
         raise NotImplementedError
 
     def _fetch_keyword(self, slot: Slot) -> str | None:
@@ -138,9 +196,94 @@ class QuietPasses(ResourceBase):
 
     def _input(self, inp: Input) -> None:
         """An input arrives (after the timers due before it): anything but a tick or a keepalive (which
-        moves only the claim's lease) ends the quiet polls."""
-        if type(inp) is not Tick and type(inp) is not Keepalive:
+        moves only the claim's lease) ends the quiet polls. One that acts on a single slot of a machine
+        of static slots whose slots read nothing of each other (:meth:`_per_slot`) touches only that slot
+        (:meth:`_touched`); any other settles every slot first."""
+        t = type(inp)
+        if t is Tick or t is Keepalive:
+            return
+        slot = None
+        if self._per_slot():
+            if t in _SLOT_NAMED:
+                slot = self.slots.get(inp.slot) if inp.slot else None  # type: ignore[attr-defined]
+            elif t in _CLAIM_NAMED:
+                found = self._find_claim(inp.claim_id)  # type: ignore[attr-defined]
+                if found is None:
+                    return  # no slot holds that claim: the command is refused, nothing changes
+                slot = found[0]
+        if slot is None:
             self._unquiet()
+        else:
+            job = getattr(inp, "job", None)
+            self._touched(slot, job if isinstance(job, ClassAd) else None)
+
+    def _timer_fires(self, key: tuple[float, int, int, int], fn: Any) -> None:
+        """A timer is about to fire: one of a slot's own (MATCH_TIMEOUT, the lease, the vacate and kill
+        deadlines, the end of retirement, CLAIM_WORKLIFE) touches only that slot, as an input does."""
+        args: tuple[Any, ...] = getattr(fn, "args", ())
+        slot = args[0] if key[1] == 0 and len(args) == 1 and isinstance(args[0], Slot) else None
+        if slot is None or not self._per_slot():
+            self._unquiet()
+        else:
+            self._touched(slot)
+
+    def _per_slot(self) -> bool:
+        """Whether what acts on one slot changes nothing in another slot's ad but the machine's figures:
+        static slots only, no Qube! duty lists, and a machine this module follows."""
+        return self._nonstatic == 0 and not self._duty and not self.knobs.qube_duty and self._machine_followed()
+
+    def _touched(self, slot: Slot, job: ClassAd | None = None) -> None:
+        """An input or a timer acts on ``slot`` alone: its figures are written as the last pass left them
+        (the machine's too, when an expression of its ad, its job's or ``job``, the input's, refers to
+        one: what handles the input may read it), it is evaluated again at the next pass, and so is every
+        steady slot whose decisions read a figure (the loads and totals move with another slot's job)."""
+        name = slot.name
+        read = not (self._machine_free(slot.ad, name) and self._machine_free(job, (name, "input")) and all(
+            self._machine_free(c.job, (name, i)) for i, c in enumerate((slot.claim, slot.pre, slot.pending))
+            if c is not None))
+        self._settle_slot(slot, read=read)
+        self._quiet = False
+        steady = self._steady
+        if steady:
+            steady.pop(slot.name, None)
+            local = self._steady_local
+            for name in local:
+                steady.pop(name, None)
+            local.clear()
+
+    def _machine_free(self, ad: ClassAd | None, key: Any) -> bool:
+        """Whether no expression of ``ad`` refers to one of the machine's figures (a slot's share of the
+        load, the totals, the draining expectations) or to names chosen at run time; remembered under
+        ``key`` (the slot's, and its jobs') while the ad is the same and changes no expression."""
+        if ad is None:
+            return True
+        memo = self._machine_reads
+        kept = memo.get(key)
+        if kept is not None and kept[0] is ad and kept[1] == ad._xgen:
+            return kept[2]  # type: ignore[no-any-return]
+        free = True
+        for node in ad._attrs.values():
+            if type(node) is Literal:
+                if isinstance(node.value, ClassAd):
+                    free = False
+                continue
+            for n in iter_nodes(node):
+                t = type(n)
+                if (t is AttrRef and n.lname in _MACHINE_FIGURES) or (  # type: ignore[attr-defined]
+                        t is Call and n.lname in _READS_ADS) or (  # type: ignore[attr-defined]
+                        t is Literal and isinstance(n.value, ClassAd)):  # type: ignore[attr-defined]
+                    free = False
+                    break
+            if not free:
+                break
+        if len(memo) > 8 * len(self.slots) + 256:
+            memo.clear()  # slots that are gone
+        memo[key] = (ad, ad._xgen, free)
+        return free
+
+    def _clear_steady(self) -> None:
+        self._steady.clear()
+        self._steady_local.clear()
 
     def _machine_followed(self) -> bool:
         """No machine-wide activity whose reads and decisions this module does not follow: draining (whose
@@ -155,11 +298,19 @@ class QuietPasses(ResourceBase):
         no fetch hooks, and no draining averages left from an earlier drain)."""
         if not self._machine_followed():
             return False
+        # the loop's answer stands while the configuration, the slot set and the draining history do
+        key = (self.conf, self._next_seq, len(self.slots), self._drain_id, self._last_drain_stop)
+        kept = self.__dict__.get("_may_wait")
+        if kept is not None and kept[0] == key:
+            return kept[1]  # type: ignore[no-any-return]
+        may = True
         for s in self.slots.values():
             h = s.history
             if h.draining_unclaimed or h.avg_draining or self._fetch_keyword(s) is not None:
-                return False
-        return True
+                may = False
+                break
+        self.__dict__["_may_wait"] = (key, may)
+        return may
 
     def _closure_free(self, memo: dict[str, tuple[Any, ...]], key: Any, slot: Slot, job: ClassAd | None,
                       extra: tuple[Any, ...], names: list[str], nodes: list[Node],
@@ -182,10 +333,19 @@ class QuietPasses(ResourceBase):
     def _reading(self, slot: Slot, attr: str, job: ClassAd | None, node: Node | None = None) -> None:
         """Before a pass that left its figures unwritten evaluates ``attr`` of ``slot`` (or the expression
         ``node``, known as ``attr``): write them first when the expression refers to one."""
+        epoch = self._fig_epoch
+        if slot.fig_epoch == epoch and slot.owes != epoch:
+            return  # its figures are written
         names, nodes = ([], [node]) if node is not None else ([attr.lower()], [])
         if not self._closure_free(self._reads, (slot.name, attr), slot, job, (node,), names, nodes,
                                   self._figure_names()):
-            self.settle()
+            self._settle_slot(slot, read=True)
+
+    def _drain_reads_figures(self, slot: Slot) -> bool:
+        """Whether the slot's retirement or vacate time (MaxJobRetirementTime, the job's JobMaxVacateTime
+        or KillSigTimeout) may read one of the slot's figures."""
+        return not self._closure_free(self._reads, (slot.name, "\0drain"), slot, self._job(slot), (), [
+            "maxjobretirementtime", "jobmaxvacatetime", "killsigtimeout"], [], self._figure_names())
 
     def _is_figure(self, name: str) -> bool:
         """Whether a pass writes ``name`` among its figures."""
@@ -207,8 +367,42 @@ class QuietPasses(ResourceBase):
     def _quiet_pass(self, now: float) -> None:
         """A pass known to decide what the last one decided: only the averages move (as in _eval_slot)."""
         self._advance_averages()
-        self._deferred_at = self._averages_at = now
+        self._defer(now)
+        self._averages_at = now
         self.quiet_passes += 1
+
+    def _close_pass(self) -> None:
+        """Before a pass: the machine's figures of the last pass that left them unwritten, if nothing has
+        worked them out and the draining expectations need them. Their completions are held from the
+        first pass that finds no job on the machine (ResMgr::compute_draining_attrs): when that pass or
+        this one finds none, the last one's are worked out (a pass that found jobs is otherwise written
+        over by the next one)."""
+        at = self._deferred_at
+        kept = self._agg
+        if at is None or (kept is not None and kept[0] == self._fig_epoch):
+            return
+        snaps = self._snaps if self._snaps_epoch == self._fig_epoch else {}
+        if self._no_job({}) or self._no_job(snaps):
+            self._machine_part()
+
+    def _no_job(self, snaps: dict[str, Any]) -> bool:
+        """Whether no slot runs a job: as the slots are now, or, with ``snaps``, as they were at the last
+        pass (the slots that changed since as ``snaps`` took them down)."""
+        for s in self.slots.values():
+            snap = snaps.get(s.spec.name)
+            if snap is not None:
+                if snap.drain[1] is not None:
+                    return False
+            elif s.claim is not None and s.claim.job_state is not None:
+                return False
+        return True
+
+    def _defer(self, now: float) -> None:
+        """The pass at ``now`` leaves every slot's figures unwritten (those of earlier passes are written
+        over by them)."""
+        self._deferred_at, self._lazy = now, True
+        self._fig_epoch += 1
+        self._agg = None
 
     def _advance_averages(self) -> None:
         """ResState::updateActivityAverages of the last quiet pass, which a pass does after its figures."""
@@ -224,28 +418,86 @@ class QuietPasses(ResourceBase):
         """ResState::updateActivityAverages, as _eval_slot does it."""
         slot.history.update_averages(int(at), float(slot.resources.cpus), self._draining)
 
-    def settle(self) -> None:
-        """Write the figures the last quiet pass left unwritten, as it would have written them: before the
-        ads are read, and before anything changes the engine's state."""
+    def _machine_part(self) -> Any:
+        """The machine's part of the figures left unwritten (:meth:`_machine_figures`), worked out once:
+        from the slots as they are, and the slots that changed since as they were (``_snaps``)."""
+        kept = self._agg
+        if kept is not None and kept[0] == self._fig_epoch:
+            return kept[1]
         at = self._deferred_at
-        if at is None:
-            self._advance_averages()
-            return
-        self._deferred_at = None
-        self._lazy = False
-        now = self.now
-        self.now = at
+        assert at is not None
+        snaps = self._snaps if self._snaps_epoch == self._fig_epoch else None
+        now, trace, self.now, self._trace, self._lazy = self.now, self._trace, at, None, False
         try:
-            self._publish_clock_figures(at, self._slot_list())
+            loads = self._machine_figures(at, self._slot_list(), snaps)
         finally:
-            self.now = now
+            self.now, self._trace, self._lazy = now, trace, True
+        self._agg = (self._fig_epoch, loads)
+        return loads
+
+    def _write_figures(self, slots: Iterable[Slot], own: bool = False) -> None:
+        """Write what each of ``slots`` has left unwritten, as the pass would have written it. ``own``:
+        for one slot about to change, only its own figures when the machine's are not worked out yet
+        (they are written when the ad is read), after taking down what the machine's read of it."""
+        at, epoch = self._deferred_at, self._fig_epoch
+        assert at is not None
+        kept = self._agg
+        loads = kept[1] if kept is not None and kept[0] == epoch else None
+        now, trace, self.now, self._trace, self._lazy = self.now, self._trace, at, None, False
+        try:
+            for s in slots:
+                if s.deleted:
+                    continue
+                if s.fig_epoch != epoch:
+                    snap = self._snap(s, at) if own and loads is None else None
+                    if snap is not None:
+                        if self._snaps_epoch != epoch:
+                            self._snaps, self._snaps_epoch = {}, epoch
+                        self._snaps[s.spec.name] = snap
+                        s.fig_epoch = s.owes = epoch
+                        self._own_figures(s, at)
+                        continue
+                    if loads is None:
+                        self.now, self._lazy = now, True
+                        loads = self._machine_part()
+                        self.now, self._lazy = at, False
+                    s.fig_epoch = epoch
+                    self._slot_figures(s, loads)
+                elif s.owes == epoch and not own:
+                    if loads is None:
+                        self.now, self._lazy = now, True
+                        loads = self._machine_part()
+                        self.now, self._lazy = at, False
+                    s.owes = 0
+                    self._machine_share(s, loads)
+        finally:
+            self.now, self._trace, self._lazy = now, trace, True
+
+    def _settle_slot(self, slot: Slot, read: bool = False) -> None:
+        """Write ``slot``'s figures the last pass left unwritten, before it changes or, with ``read``,
+        before it is read (every slot's, unless one slot's changes touch no other slot: :meth:`_per_slot`)."""
+        epoch = self._fig_epoch
+        if self._deferred_at is None or (slot.fig_epoch == epoch and (slot.owes != epoch or not read)):
+            return
+        if not self._per_slot():
+            self.settle()
+            return
+        self._write_figures((slot,), own=not read)
+        self._advance_averages()
+
+    def settle(self) -> None:
+        """Write the figures the last passes left unwritten, as they would have written them: before the
+        ads are read, and before anything changes the engine's state."""
+        if self._deferred_at is not None:
+            self._write_figures(self._slot_list())
+            self._deferred_at, self._lazy = None, False
         self._advance_averages()
 
     def _unquiet(self) -> None:
         """An input or a timer: settle, and evaluate the next pass in full."""
         self.settle()
         self._quiet = False
-        self._steady.clear()
+        self._clear_steady()
         self._input_seen = True
 
     def _machine_may_certify(self) -> bool:
@@ -262,20 +514,24 @@ class QuietPasses(ResourceBase):
                 s.user_suspended, None if c is None else (
                     c.job_state, c.preempt_was_true, c.may_unretire, c.activations, id(c.job)))
 
-    def _slot_steady(self, s: Slot, traced: set[str]) -> bool:
+    def _slot_steady(self, s: Slot, traced: set[str]) -> bool | None:
         """Whether the decisions of ``s`` stay what they are until the next input: a state whose decisions
-        read no clock, and expressions (those evaluated, ``traced``, and the latches) that read none."""
+        read no clock, and expressions (those evaluated, ``traced``, and the latches) that read none.
+        None: not steady; else whether they also read none of the figures."""
         if (s.state, s.activity) not in _STEADY_STATES or s.pre is not None:
-            return False
+            return None
         c = s.claim
         if s.state == State.CLAIMED and (c is None or not c.active or self._in_retirement(s)
                                          or self._fetch_keyword(s) is not None):
-            return False
+            return None
         latch = self.knobs.latch
         names = [*traced, *(n.lower() for n, node in latch if node is None)]
         nodes = [node for _, node in latch if node is not None]
-        return self._closure_free(self._closures, s.name, s, self._job(s), (frozenset(traced), latch), names,
-                                  nodes)
+        job, extra = self._job(s), (frozenset(traced), latch)
+        if not self._closure_free(self._closures, s.name, s, job, extra, names, nodes):
+            return None
+        return self._closure_free(self._closures, (s.name, "\0figures"), s, job, extra, names, nodes,
+                                  self._figure_names())
 
     def _evaluate_slots(self, now: float, slots: list[Slot]) -> bool:
         """The evaluation part of a pass: each slot's latches and policy (ResState::eval_policy_periodic).
@@ -285,7 +541,7 @@ class QuietPasses(ResourceBase):
         steady = self._steady
         may = self._machine_may_certify()
         if not may:
-            steady.clear()
+            self._clear_steady()
         for slot in slots:
             if slot.deleted:
                 continue
@@ -304,8 +560,10 @@ class QuietPasses(ResourceBase):
             self._eval_slot(slot)
             self._trace = None
             if before != (len(self._out), len(self._changed), self._slot_mark(slot)):
-                steady.clear()  # something changed: what the other slots read may have too
+                self._clear_steady()  # something changed: what the other slots read may have too
                 may = False
-            elif self._slot_steady(slot, traced):
-                steady.add(slot.name)
+            elif (alone := self._slot_steady(slot, traced)) is not None:
+                steady[slot.name] = alone
+                if not alone:
+                    self._steady_local.add(slot.name)
         return may and all(s.name in steady for s in slots)

@@ -13,7 +13,7 @@ import secrets
 from typing import Any, Callable
 
 from ..classad import ClassAd
-from ..classad.ast import Node
+from ..classad.ast import Literal, Node
 from ..classad.jsonform import value_to_json_obj
 from ..qube import duty_attrs
 from .. import slots as _slots
@@ -43,6 +43,10 @@ def valid_daemon_name(name: str | None, host: str) -> str:
     if not name or name.lower() == host.lower():
         return host
     return name if "@" in name else f"{name}@{host}"
+
+
+# A claim's lease (ALIVE, sendAlive) moves none of the figures and none of the decisions
+_LEASE = frozenset({"lease_expires", "alive_next"})
 
 
 class ResMgr(Figures, ClaimIndex, QuietPasses):
@@ -108,7 +112,11 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
         self.knobs = PolicyKnobs()
         self._qube_gone: set[str] = set()
         self._cross_names: set[str] = set()
-        self._steady: set[str] = set()
+        self._steady: dict[str, bool] = {}
+        self._steady_local: set[str] = set()
+        self._snaps: dict[str, Any] = {}
+        self._machine_reads: dict[Any, tuple[Any, ...]] = {}
+        self._nonstatic = 0  # partitionable and dynamic slots
         self._reads: dict[Any, tuple[Any, ...]] = {}
         self._closures: dict[Any, tuple[Any, ...]] = {}
         self._stats = StartdStats()
@@ -132,6 +140,8 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
     def _apply_config(self, conf: Any) -> None:
         """Read the knobs the engine uses; raises ConfigError (and changes nothing) when one is bad."""
         knobs = read_policy(conf)
+        for s in getattr(self, "slots", {}).values():
+            self._timers.mark(s)  # what the ads are rebuilt from may set a timer (CLAIM_WORKLIFE)
         self._qube_gone = set(self.knobs.qube) - set(knobs.qube)
         self.knobs = knobs
         self.conf = conf
@@ -150,6 +160,8 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
         slot = Slot(spec=spec, ad=ad, resources=resources, entered_state=self.now, entered_activity=self.now,
                     seq=self._next_seq)
         self._next_seq += 1
+        slot.fig_epoch = self._fig_epoch  # it has no figures left unwritten
+        self._nonstatic += spec.partitionable or parent is not None
         if slot.state in _POLLED:
             self._polled += 1
             self._polled_np += not spec.partitionable
@@ -177,6 +189,7 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
         self.settle()
         slot.deleted = True
         slot.watch = None
+        self._nonstatic -= slot.spec.partitionable or slot.dynamic
         for c in {id(c): c for c in (slot.claim, slot.pre, slot.pending) if c is not None}.values():
             self._unindex_claim(slot, c, None)
         self._timers.drop(slot)
@@ -198,8 +211,10 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
 
     def _slot_touched(self, slot: Slot, name: str, value: Any) -> None:
         """A field of ``slot`` (or of its claim) that its timers or the polling read is about to change."""
-        if self._lazy:
-            self.settle()  # in a pass that has not written its figures: write them before anything changes
+        if name not in _LEASE:
+            if self._lazy:
+                self._settle_slot(slot)  # its figures left unwritten: write them before anything changes
+            self._steady.pop(slot.name, None)
         self._timers.mark(slot)
         if name == "state":
             d = (value in _POLLED) - (slot.state in _POLLED)
@@ -263,6 +278,7 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
     def eval_all(self, now: float) -> None:
         """One policy pass over every slot (ResMgr::eval_all); a quiet one (see :mod:`.quiet`) only
         keeps the time."""
+        self._close_pass()
         self.now = now
         slots = self._slot_list()
         if self._quiet:
@@ -272,14 +288,13 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
         self._advance_averages()
         self._count_inputs()
         if self._figures_may_wait():
-            self._deferred_at, self._lazy = now, True  # written when something reads or changes (see .quiet)
+            self._defer(now)  # written when something reads or changes (see .quiet)
             self.lazy_passes += 1
         else:
-            self._deferred_at = None  # the figures of the quiet passes before this one are written over now
+            # the figures of the quiet passes before this one are written over now
+            self._deferred_at, self._lazy = None, False
             self._publish_clock_figures(now, slots)
-        quiet = self._evaluate_slots(now, slots)
-        self._lazy = False
-        self._quiet = quiet
+        self._quiet = self._evaluate_slots(now, slots)
         self._check_polling(now)
 
     def _check_polling(self, now: float) -> None:
@@ -322,10 +337,16 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
             ((t, 0, seq, i), fn) for i, (t, fn) in enumerate(self._slot_timers(slot))]
         out += [((t, 2, seq, i), fn) for i, (t, fn) in enumerate(self._slot_hook_timers(slot))]
         c = slot.claim
+        # CLAIM_WORKLIFE as a constant (or not set) is read again when the ad is rebuilt (_timers_stale)
+        worklife = slot.ad._attrs.get("claim_worklife")
         volatile = slot.state == State.CLAIMED and c is not None and (
             (slot.activity == Activity.RETIRING and c.job_state == "running")
-            or (slot.activity == Activity.IDLE and c.activations > 0 and c.began is not None))
+            or (slot.activity == Activity.IDLE and c.activations > 0 and c.began is not None
+                and worklife is not None and type(worklife) is not Literal))
         return out, volatile
+
+    def _timers_stale(self, slot: Slot) -> None:
+        self._timers.mark(slot)
 
     def _fire_timers(self, now: float) -> None:
         for _ in range(10000):
@@ -340,7 +361,7 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
                 t, fn = head[0][0], head[1]
                 if not periodic or t <= min(x for x in (self._next_update, self._next_poll) if x is not None):
                     if getattr(fn, "func", None) != self._send_alive:  # Claim::sendAlive: only the lease moves
-                        self._unquiet()
+                        self._timer_fires(head[0], fn)
                     self.now = now
                     fn()
                     continue

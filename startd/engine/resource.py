@@ -105,6 +105,9 @@ class Slot:
     fetch_hook: tuple[Any, str | None] | None = None  # (configuration, keyword with a FETCH_WORK hook)
     claim_published: tuple[Any, ...] | None = None  # what _publish_claim last wrote the claim's holder for
     owner_load: float = 0.0
+    drain_seen: tuple[int, ...] | None = None  # the draining expectations last published here
+    fig_epoch: int = 0  # see .quiet: the pending figures this slot has written
+    owes: int = 0  # see .quiet: ... all but the machine's
     keyboard_idle: float = 0.0
     console_idle: float = 0.0
     latches: dict[str, tuple[Any, float]] = field(default_factory=dict)
@@ -194,6 +197,20 @@ class ResourceBase:
 
     def settle(self) -> None:
         """Write the figures a quiet pass left unwritten (see :mod:`.quiet`); nothing here."""
+
+    def _settle_slot(self, slot: Slot, read: bool = False) -> None:
+        """Write ``slot``'s part of the figures a pass left unwritten (see :mod:`.quiet`); nothing here."""
+
+    def _timers_stale(self, slot: Slot) -> None:
+        """What ``slot``'s timers are computed from may have changed (provided by the machine)."""
+
+    def _drain_seen(self) -> tuple[int, ...]:
+        """The draining expectations as they stand, as a slot records having published them."""
+        return tuple(self._drain_expect.values())
+
+    def _drain_reads_figures(self, slot: Slot) -> bool:
+        """Whether the slot's retirement and vacate times may read one of its figures (see :mod:`.quiet`)."""
+        return True
 
     def _is_figure(self, name: str) -> bool:
         """Whether a pass writes ``name`` among its figures (see :mod:`.quiet`)."""
@@ -307,8 +324,8 @@ class ResourceBase:
         c = slot.claim
         if c is None or not c.active:
             return 0.0
-        if self._lazy:
-            self.settle()  # the job's own expressions are read below
+        if self._lazy and self._drain_reads_figures(slot):
+            self._settle_slot(slot, read=True)  # the job's own expressions are read below
         mjrt = _as_int(self._eval(slot, "MaxJobRetirementTime", c.job))
         mjrt_f: float = float(mjrt) if mjrt is not None else 0.0
         if c.retire_peacefully and mjrt != -1:
@@ -325,8 +342,8 @@ class ResourceBase:
         c = slot.claim
         if c is None or not c.active:
             return 0.0
-        if self._lazy:
-            self.settle()  # the job's own expressions are read below
+        if self._lazy and self._drain_reads_figures(slot):
+            self._settle_slot(slot, read=True)  # the job's own expressions are read below
         mvt = float(c.pledged_vacate)
         jmvt = mvt
         jnode = c.job.get_node("JobMaxVacateTime") or c.job.get_node("KillSigTimeout")

@@ -179,7 +179,7 @@ class ResState(Explaining):
 
     def _change_to_suggested(self, slot: Slot, sug: Suggestion) -> None:
         """ResState::change_to_suggested_state."""
-        self.settle()  # the figures of the pass, as they were before anything changes
+        self._settle_slot(slot)  # the figures of the pass, as they were before anything changes
         state, act = sug.state, sug.activity
         if sug.code == XA_DELETE:
             self._delete_slot(slot, sug.reason)
@@ -267,7 +267,7 @@ class ResState(Explaining):
         lands Idle or Retiring."""
         if slot.deleted or (state == slot.state and activity == slot.activity):
             return
-        self.settle()
+        self._settle_slot(slot)
         old_s, old_a = slot.state, slot.activity
         now = self.now
         statechange = state != old_s

@@ -189,6 +189,7 @@ class SlotAds(ResourceBase):
     def _publish_drain_expectations(self, slot: Slot) -> None:
         """The Expected*Draining* figures of ResMgr::compute_draining_attrs."""
         e = self._drain_expect
+        slot.drain_seen = self._drain_seen()
         put(slot, "ExpectedMachineGracefulDrainingBadput", e["graceful_badput"])
         put(slot, "ExpectedMachineQuickDrainingBadput", e["quick_badput"])
         put(slot, "ExpectedMachineGracefulDrainingCompletion", e["graceful_done"])
@@ -337,7 +338,7 @@ class SlotAds(ResourceBase):
             slot.written.pop(f"{name}Time", None)  # a latch may be named after an attribute put() keeps
             if self._lazy and (f"{name}Time" not in slot.ad or (not literal_or_attr and f"{name}Value" not in slot.ad)
                                or self._is_figure(f"{name}Time") or self._is_figure(f"{name}Value")):
-                self.settle()  # the figures first: an ad keeps its attributes in the order they came, and a
+                self._settle_slot(slot)  # the figures first: an ad keeps its attributes in the order they came, and a
                 # latch named after a figure writes over it
             slot.ad[f"{name}Time"] = int(when)
             if not literal_or_attr:
@@ -370,7 +371,7 @@ class SlotAds(ResourceBase):
         the statistics and the machine's clocks publish what they published then, only the clocks of the
         time (MyCurrentTime, LastHeardFrom, the time in the current state) are written, and nothing at
         all at the same whole second."""
-        self.settle()
+        self._settle_slot(slot, read=True)
         if slot.claim is not None and slot.state in (State.CLAIMED, State.PREEMPTING):
             self._publish_claim(slot)
         ad = slot.ad
@@ -444,5 +445,6 @@ class SlotAds(ResourceBase):
                                                         self.now)
         if changed:
             slot.written.clear()  # a cron ad may set any name
+            self._timers_stale(slot)  # ... CLAIM_WORKLIFE too
         return changed
 

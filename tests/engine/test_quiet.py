@@ -204,7 +204,10 @@ def test_generated_days_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
              "STARTD_LATCH_EXPRS = Hot\nHot = LoadAvg > 1.0\n", "CLAIM_WORKLIFE = 3600\n",
              # a latch named after a figure (its Time attribute is TotalJobRunTime) writes over it
              "STARTD_LATCH_EXPRS = TotalJobRun\nTotalJobRun = LoadAvg > 1.0\n",
-             "START = TotalCondorLoadAvg < 3\nIS_OWNER = False\n", "RUNBENCHMARKS = False\n"]
+             "START = TotalCondorLoadAvg < 3\nIS_OWNER = False\n", "RUNBENCHMARKS = False\n",
+             # the machine's figures read by a retirement, a rank, a vacate time
+             "MaxJobRetirementTime = ifThenElse(LoadAvg > 0.5, 100, 700)\nRANK = TotalLoadAvg\n",
+             "MachineMaxVacateTime = 10 + TotalCondorLoadAvg\nCLAIM_WORKLIFE = 600\n"]
     for i, edit in enumerate(edits):
         path = _day(tmp_path, f"gen{i}", rng.randint(1, 4), 3, rng.randint(1, 99), edit, snapshots=2)
         full, _ = _run(path, False, monkeypatch)
