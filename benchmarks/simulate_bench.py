@@ -10,9 +10,8 @@ The goal is a day in 2 seconds of wall time or less.
 The scaling row runs the same per-slot workload (every slot gets its own share of the machine, disk included,
 so its claims are accepted alike) on 64 and on 512 slots for ``--scale-hours``: the engine's work should grow
 linearly with the slots, so time(512) / time(64) should stay at or under 9 (k, the exponent of
-time ~ slots^k, near 1). A second row runs the same with every poll evaluated in full: a small machine has
-fewer inputs per poll, so more of its polls are quiet (startd/engine/quiet.py), and the first row's ratio
-also measures that.
+time ~ slots^k, near 1). A second row runs the same with every poll evaluated in full (no quiet polls,
+startd/engine/quiet.py): what they save, at either size.
 
     .venv/bin/python benchmarks/simulate_bench.py [--slots 8] [--hours 24] [--keep FILE] [--repeat 3]
                                                   [--no-scaling] [--scale-hours 1]
