@@ -260,6 +260,7 @@ class DaemonLoop(AdPublishing, CommandHandling):
     async def feed(self, inp: ev.Input) -> list[ev.Output]:
         """Give the engine one input and carry out its outputs (and those of the inputs they cause).
         Returns every output, so a caller can find the Reply to its command."""
+        self.metrics.lag.busy()
         async with self._lock:
             return await self._feed_locked(inp)
 
@@ -545,6 +546,7 @@ class DaemonLoop(AdPublishing, CommandHandling):
                     continue
                 if now >= self._next_publish - _EPSILON:
                     self._next_publish = now + self.update_interval
+                    self.metrics.lag.busy()
                     await self._publish_all_now(force=True)
                     continue
                 targets = [due_sample, self._next_publish]

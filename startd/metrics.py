@@ -34,17 +34,25 @@ class Observed(Protocol):
 
 
 class LoopLag:
-    """How late the event loop runs what is due: a tick every ``interval`` seconds notes how much later than
-    asked it woke. A blocking call on the loop (a /proc scan, a slow disk) shows here as lag, and every
-    slot's timers and every command's reply wait that long. ``worst`` is the largest since the start,
-    ``recent`` the largest of the last ``window`` seconds."""
+    """How late the event loop runs what is due: while the daemon works, a tick every ``interval`` seconds
+    notes how much later than asked it woke. A blocking call on the loop (a /proc scan, a slow disk) shows
+    here as lag, and every slot's timers and every command's reply wait that long. ``worst`` is the largest
+    since the start, ``recent`` the largest of the last ``window`` seconds.
 
-    def __init__(self, interval: float = 0.02, window: float = 10.0) -> None:
+    An idle daemon is not woken 50 times a second for it: the ticks stop ``idle_after`` seconds after the
+    last :meth:`busy` (an input, a command, a publication) unless they found the loop late, and the next
+    :meth:`busy` starts them again, counting the wait for the first tick from that call (so work that
+    blocks right after it shows in full)."""
+
+    def __init__(self, interval: float = 0.02, window: float = 10.0, idle_after: float = 0.5) -> None:
         self.interval = interval
         self.window = window
+        self.idle_after = idle_after
         self.worst = 0.0
         self._recent: list[tuple[float, float]] = []
         self._task: asyncio.Task[None] | None = None
+        self._until = 0.0  # loop time until which the ticks go on
+        self._parked: asyncio.Future[float] | None = None  # set to the loop time of the busy() that wakes it
 
     @property
     def recent(self) -> float:
@@ -55,15 +63,34 @@ class LoopLag:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="startd-loop-lag")
 
+    def busy(self) -> None:
+        """The daemon is working: tick for the next ``idle_after`` seconds at least."""
+        try:
+            now = asyncio.get_running_loop().time()
+        except RuntimeError:
+            return
+        self._until = now + self.idle_after
+        parked = self._parked
+        if parked is not None and not parked.done():
+            parked.set_result(now)
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            asked = loop.time() + self.interval
-            await asyncio.sleep(self.interval)
+            if loop.time() >= self._until:
+                self._parked = loop.create_future()
+                try:
+                    asked = await self._parked
+                finally:
+                    self._parked = None
+            else:
+                asked = loop.time() + self.interval
+                await asyncio.sleep(self.interval)
             now = loop.time()
             lag = max(0.0, now - asked)
             self.worst = max(self.worst, lag)
             if lag > 0.005:
+                self._until = max(self._until, now + self.idle_after)  # late: keep watching
                 self._recent.append((now, lag))
                 self._recent = [(at, x) for at, x in self._recent if at >= now - self.window]
 
@@ -89,6 +116,7 @@ class Metrics:
 
     def inc(self, name: str, n: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + n
+        self.lag.busy()  # a command, a sample, a transition: the loop is at work
 
     def transition(self, out: Transition) -> None:
         """Count one state/activity transition, in all and by kind (from, to and the manual's number)."""
