@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import os
+import pwd
 import random
 import statistics
 import sys
@@ -36,6 +37,8 @@ from host_bench import suspend_latency  # noqa: E402
 
 from startd import config  # noqa: E402
 from startd.daemon import Daemon  # noqa: E402
+from startd.security.keys import find_signing_key  # noqa: E402
+from startd.security.tokens import mint  # noqa: E402
 from startd.transport.client import BrokerSession  # noqa: E402
 from startd.transport.settings import MqttSettings, Topics  # noqa: E402
 
@@ -58,6 +61,17 @@ async def _claim_and_run(s: BrokerSession, topics: Topics, job: dict[str, Any]) 
     if not a.get("ok"):
         raise RuntimeError(f"activation refused: {a.get('error')}")
     return str(r["claim_id"])
+
+
+def _token(conf: Any) -> str:
+    """A token for the daemon of ``conf``, signed with the pool key it made: whoever reads the key signs
+    as its own Unix user (root: ADMINISTRATOR), as ``startd token create`` does."""
+    found = find_signing_key(conf)
+    if found is None:
+        raise RuntimeError("cannot read the pool signing key the daemon made")
+    domain = (conf.get("UID_DOMAIN") or "").strip() or "unmapped"
+    issuer = (conf.get("TRUST_DOMAIN") or domain).strip()
+    return mint(found[1], identity=f"{pwd.getpwuid(os.geteuid()).pw_name}@{domain}", issuer=issuer, lifetime=7200)
 
 
 def _config(local: Path, extra: str) -> str:
@@ -84,7 +98,7 @@ async def idle_cost(seconds: float, slots: int) -> dict[str, Any]:
             url = address.read_text().strip()
             settings = MqttSettings.from_url(url, {"STARTD_MQTT_PREFIX": ROOT})
             topics = Topics(ROOT, MACHINE)
-            async with BrokerSession(settings, timeout=10) as s:
+            async with BrokerSession(settings, timeout=10, token=_token(config.load(str(cfg)))) as s:
                 for _ in range(100):
                     if (await s.machines(ROOT)).get(MACHINE) == "online":
                         break
@@ -134,7 +148,7 @@ async def suspend_delay(rounds: int, polling: int) -> dict[str, Any]:
             assert d.transport is not None
             await d.transport.connection.wait_connected(10)
             settings = MqttSettings.from_url(d.transport.url, {"STARTD_MQTT_PREFIX": ROOT})
-            async with BrokerSession(settings, timeout=10) as s:
+            async with BrokerSession(settings, timeout=10, token=_token(conf)) as s:
                 await _claim_and_run(s, Topics(ROOT, MACHINE), _job("/bin/sleep", "3600"))
             handle = next(iter(d.starter.handles.values()))
             d.sampler.override(load_avg=0.0)
