@@ -58,6 +58,19 @@ class Driver:
         return [o for o in self.out if isinstance(o, Transition)]
 
 
+def simulate_bench() -> Any:
+    """benchmarks/simulate_bench.py, whose generated days (claims, jobs, keepalives, load changes) the
+    quiet-poll tests replay."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "simulate_bench.py"
+    spec = importlib.util.spec_from_file_location("simulate_bench", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def job(**kw: Any) -> ClassAd:
     """A job ad as condor_submit writes it (with its default resource requests)."""
     base: dict[str, Any] = {"Owner": "alice", "JobUniverse": 5, "ClusterId": 1, "ProcId": 0}

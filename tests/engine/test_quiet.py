@@ -8,13 +8,13 @@ from __future__ import annotations
 import io
 import json
 import random
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from engine_helpers import Driver, job
+from engine_helpers import simulate_bench as simulate_bench_module
 
 from startd import simulate as sim
 from startd.classad import ClassAd
@@ -30,8 +30,7 @@ from startd.engine.events import (
 from startd.engine.quiet import QuietPasses, clock_free
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import simulate_bench  # noqa: E402
+simulate_bench = simulate_bench_module()
 
 
 def _run(path: Path, quiet: bool, monkeypatch: pytest.MonkeyPatch, counts: dict[str, int] | None = None

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from engine_helpers import Driver, job
+from engine_helpers import simulate_bench as simulate_bench_module
 
 from startd import config
 from startd import simulate as sim
@@ -27,9 +27,7 @@ from startd.engine.events import (
 )
 from startd.engine.quiet import QuietPasses
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import simulate_bench  # noqa: E402
+simulate_bench = simulate_bench_module()
 
 T0 = 1767600000  # simulate's default start (2026-01-05 08:00 UTC)
 
