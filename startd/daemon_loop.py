@@ -59,6 +59,7 @@ from .host.selfmon import SelfMonitor
 from .logfiles import DROPS, LineFile, Rotation
 from .metrics import Metrics
 from .starter import JobHandle, OwnerPolicy, Starter, StartError, slot_user_knob
+from .starter.procscan import snapshot as scan_processes
 from .transport import messages as msg
 from .transport.service import Transport
 
@@ -505,11 +506,14 @@ class DaemonLoop(AdPublishing, CommandHandling):
         loop = asyncio.get_running_loop()
         if self.starter.registry is not None and self.starter.registry.dirty:
             await loop.run_in_executor(None, self.starter.flush)
-        for claim_id, handle in list(self.starter.handles.items()):
+        running = [(claim_id, h) for claim_id, h in list(self.starter.handles.items()) if h.running]
+        # one scan of /proc for every job without a cgroup, as the procd's snapshot serves every family
+        snap = await loop.run_in_executor(None, scan_processes) if len(running) > 1 else None
+        for claim_id, handle in running:
             if not handle.running:
                 continue
             try:
-                usage = await loop.run_in_executor(None, handle.measure)
+                usage = await loop.run_in_executor(None, handle.measure, snap)
             except Exception as e:  # noqa: BLE001 - a job vanishing under psutil is not the daemon's end
                 log.debug("job usage not measured", error=repr(e))
                 continue

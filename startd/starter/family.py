@@ -231,20 +231,22 @@ class ProcessFamily:
 
     # -- membership ------------------------------------------------------------------------------
 
-    def members(self, thorough: bool = False) -> dict[int, ProcStat]:
+    def members(self, thorough: bool = False, snap: dict[int, ProcStat] | None = None) -> dict[int, ProcStat]:
         """Live (non-zombie) members and their stat lines. ``thorough`` adds the environment-marker
-        scan, which finds processes that left the session and were orphaned. Blocks (reads /proc)."""
+        scan, which finds processes that left the session and were orphaned; ``snap``: a scan of /proc
+        to use instead of a new one (one scan for every job measured at a poll, as the procd's snapshot
+        serves every family). Blocks (reads /proc)."""
         with self._lock:
             known = dict(self._known)
         found: dict[int, ProcStat] = {}
-        snap: dict[int, ProcStat] | None = None
         if self.cgroup is not None and self.cgroup.exists():
             for pid in self.cgroup.pids():
                 st = read_stat(pid)
                 if st is not None:
                     found[pid] = st
         else:
-            snap = snapshot()
+            if snap is None:
+                snap = snapshot()
             for pid, start in known.items():
                 st = snap.get(pid)
                 if st is not None and st.start == start:
@@ -341,10 +343,12 @@ class ProcessFamily:
 
     # -- accounting ------------------------------------------------------------------------------
 
-    def usage(self, *, thorough: bool = False, pss: bool = False) -> FamilyUsage:
+    def usage(self, *, thorough: bool = False, pss: bool = False,
+              snap: dict[int, ProcStat] | None = None) -> FamilyUsage:
         """CPU (cumulative, never decreasing) and memory (current) of the family; ``pss`` adds the
-        proportional set size (one more read per process). Blocks (reads /proc)."""
-        members = self.members(thorough)
+        proportional set size (one more read per process); ``snap``: see :meth:`members`. Blocks
+        (reads /proc)."""
+        members = self.members(thorough, snap)
         user_t = sys_t = vsz = rss = 0
         pss_total: int | None = None
         for pid, st in members.items():

@@ -37,6 +37,7 @@ import structlog
 
 from ..host.load import CondorLoadTracker
 from .family import ProcessFamily, in_thread
+from .procscan import ProcStat
 
 log = structlog.get_logger("startd.starter")
 
@@ -429,16 +430,17 @@ class JobHandle:
 
     # -- usage -----------------------------------------------------------------------------------
 
-    def measure(self) -> dict[str, Any]:
+    def measure(self, snap: dict[int, ProcStat] | None = None) -> dict[str, Any]:
         """The job's resource use, as ``VanillaProc::PublishUpdateAd`` publishes it: RemoteUserCpu,
         RemoteSysCpu (s, cumulative), ImageSize, ResidentSetSize and ProportionalSetSizeKb (KB,
         peaks; PSS only when readable; with a cgroup's memory controller its peak counts when it is
         larger), DiskUsage (KB, the sandbox's files, as ``JICShadow::publishUpdateAd``), NumPids,
         JobDuration (s), CpusUsage (cores used since the previous measurement), PercentCpu (the same
         in percent) and CondorLoadAvg (its share of the machine's load average, smoothed over a
-        minute as the startd does). Blocks (reads /proc, walks the sandbox) and is thread-safe: the
+        minute as the startd does). ``snap``: a scan of /proc taken for every job measured at this poll
+        (see ProcessFamily.members). Blocks (reads /proc, walks the sandbox) and is thread-safe: the
         daemon runs it in an executor."""
-        fu = self.family.usage(thorough=True, pss=True)
+        fu = self.family.usage(thorough=True, pss=True, snap=snap)
         cg_mem = self.family.cgroup.memory_kb() if self.family.cgroup is not None else None
         disk = directory_size(self.sandbox)
         loadavg = os.getloadavg()[0]

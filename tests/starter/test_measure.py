@@ -129,3 +129,26 @@ async def test_the_cgroup_memory_peak_counts_when_larger(make_starter, execute, 
         h.hard_kill()
         await h.wait()
     assert os.path.isdir(fake)  # not the job's to remove: it was put back before the end
+
+
+async def test_one_scan_of_proc_serves_every_job_measured_at_a_poll(starter, execute, work, monkeypatch):
+    """As the procd's snapshot serves every process family, the daemon scans /proc once at a poll and
+    measures each job from that scan: the job's processes are found in it, and no other scan is made."""
+    from startd.starter import family, procscan
+    flag = work / "forked"
+    code = ("import os, sys, time; pid = os.fork(); open(sys.argv[1], \"w\").close() if pid else None; "
+            "time.sleep(60)")
+    h = await starter.start("c1", py_job(code, str(flag)), execute, AS_SLOT)
+    try:
+        assert await wait_for(flag.exists, timeout=20)
+        alone = await measure(h)
+        snap = procscan.snapshot()
+        scans = []
+        monkeypatch.setattr(family, "snapshot", lambda: scans.append(1) or procscan.snapshot())
+        shared = await asyncio.get_running_loop().run_in_executor(None, h.measure, snap)
+        assert scans == []  # with a cgroup too: the marker scan for orphans reads the same snapshot
+        assert shared["NumPids"] == alone["NumPids"] == 2
+        assert shared["RemoteUserCpu"] >= alone["RemoteUserCpu"]
+    finally:
+        h.hard_kill()
+        await h.wait()
