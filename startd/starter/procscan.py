@@ -78,9 +78,18 @@ def all_pids() -> list[int]:
         return []
 
 
-def snapshot() -> dict[int, ProcStat]:
+class Scan(dict[int, ProcStat]):
+    """A snapshot of /proc: pid -> stat line, and the environments read from it so far (one read per
+    process however many families look for their marker in it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.environ: dict[int, bytes | None] = {}
+
+
+def snapshot() -> Scan:
     """Every process, one read of /proc/<pid>/stat each."""
-    out: dict[int, ProcStat] = {}
+    out = Scan()
     for pid in all_pids():
         st = read_stat(pid)
         if st is not None:
@@ -93,12 +102,20 @@ def marker_bytes(name: str, value: str) -> bytes:
     return f"{name}={value}".encode()
 
 
-def has_marker(pid: int, needle: bytes) -> bool:
-    """Whether ``pid``'s environment holds exactly the entry ``needle`` (``NAME=value``)."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb", buffering=0) as f:
-            data = f.read()
-    except OSError:
+def has_marker(pid: int, needle: bytes, cache: dict[int, bytes | None] | None = None) -> bool:
+    """Whether ``pid``'s environment holds exactly the entry ``needle`` (``NAME=value``); ``cache``: the
+    environments of one scan (Scan.environ), read once each."""
+    if cache is not None and pid in cache:
+        data = cache[pid]
+    else:
+        try:
+            with open(f"/proc/{pid}/environ", "rb", buffering=0) as f:
+                data = f.read()
+        except OSError:
+            data = None
+        if cache is not None:
+            cache[pid] = data
+    if data is None:
         return False
     # Entries are NUL-separated: match a whole entry, not a prefix of a longer value.
     return (b"\0" + needle + b"\0") in (b"\0" + data + (b"" if data.endswith(b"\0") else b"\0"))
@@ -110,12 +127,13 @@ def with_marker(snap: dict[int, ProcStat], needle: bytes, *, since: int = 0, ski
     process of a job starts after the job's first one), and not this process."""
     me = os.getpid()
     out: set[int] = set()
+    cache = snap.environ if isinstance(snap, Scan) else None
     for pid, st in snap.items():
         if pid == me or st.start < since or not st.live or st.kernel_thread:
             continue
         if skip is not None and pid in skip:
             continue
-        if has_marker(pid, needle):
+        if has_marker(pid, needle, cache):
             out.add(pid)
     return out
 

@@ -152,3 +152,28 @@ async def test_one_scan_of_proc_serves_every_job_measured_at_a_poll(starter, exe
     finally:
         h.hard_kill()
         await h.wait()
+
+
+async def test_the_marker_scan_reads_each_environment_once_per_scan(starter, execute, work, monkeypatch):
+    """Each job's orphan scan looks for its own marker in the environments of the processes started after
+    it; with one scan for the poll, every environment is read once, whichever job looks."""
+    from startd.starter import procscan
+    jobs = [await starter.start(f"c{i}", {"Cmd": "/bin/sleep", "Arguments": "60"}, execute, AS_SLOT)
+            for i in (1, 2, 3)]
+    try:
+        reads: list[int] = []
+        real_open = open
+
+        def counting(path, *a, **kw):  # type: ignore[no-untyped-def]
+            if str(path).endswith("/environ"):
+                reads.append(int(str(path).split("/")[2]))
+            return real_open(path, *a, **kw)
+        snap = procscan.snapshot()
+        monkeypatch.setattr(procscan, "open", counting, raising=False)
+        for h in jobs:
+            await asyncio.get_running_loop().run_in_executor(None, h.measure, snap)
+        assert reads and len(reads) == len(set(reads))
+    finally:
+        for h in jobs:
+            h.hard_kill()
+            await h.wait()
