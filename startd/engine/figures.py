@@ -23,10 +23,12 @@ from .states import Activity, State
 _DYNAMIC_NAMES = ("LoadAvg", "TotalLoadAvg", "TotalCondorLoadAvg", "KeyboardIdle", "ConsoleIdle", "ClockMin",
                   "ClockDay")
 _DYNAMIC = "\0dynamic"
-# The figures that are the machine's (each slot's share of the load, the totals, the draining expectations)
-_MACHINE_NAMES = ("LoadAvg", "TotalLoadAvg", "TotalCondorLoadAvg", "ExpectedMachineGracefulDrainingBadput",
-                  "ExpectedMachineQuickDrainingBadput", "ExpectedMachineGracefulDrainingCompletion",
-                  "ExpectedMachineQuickDrainingCompletion")
+# The figures that are the machine's (each slot's share of the load, the totals, the draining expectations),
+# and the draining totals published once they are not zero
+MACHINE_NAMES = ("LoadAvg", "TotalLoadAvg", "TotalCondorLoadAvg", "ExpectedMachineGracefulDrainingBadput",
+                 "ExpectedMachineQuickDrainingBadput", "ExpectedMachineGracefulDrainingCompletion",
+                 "ExpectedMachineQuickDrainingCompletion")
+MACHINE_TOTALS = ("TotalMachineDrainingBadput", "TotalMachineDrainingUnclaimedTime")
 _CLAIMED = (State.CLAIMED, State.PREEMPTING)
 
 
@@ -176,9 +178,13 @@ class Figures(Draining):
     def _slot_figures(self, s: Slot, loads: Loads) -> None:
         """The slot's part of a pass's figures, from the machine's (:meth:`_machine_figures`)."""
         self._write_dynamic(s, loads)
+        self._catch_up_draining(s)
+        self._merge_cron(s)
+
+    def _catch_up_draining(self, s: Slot) -> None:
+        """Publish the draining expectations on ``s`` unless it shows them as they stand."""
         if s.drain_seen != self._drain_seen():
             self._publish_drain_expectations(s)
-        self._merge_cron(s)
 
     def _publish_clock_figures(self, now: float, slots: list[Slot]) -> None:
         """The figures a pass refreshes before it evaluates: loads, idle times, clocks, the claims'
@@ -196,7 +202,7 @@ class Figures(Draining):
         if self._benchmarking or self._drain_reads_figures(s):
             return None
         ad = s.ad
-        for name in _MACHINE_NAMES:
+        for name in MACHINE_NAMES:
             if name not in ad:
                 return None
         if self._draining_badput and "TotalMachineDrainingBadput" not in ad:
@@ -213,13 +219,7 @@ class Figures(Draining):
         self._write_condor_load(s, round(v, 4))
         kbd, con, maxidle, clock_min, clock_day = self._clocks(now)
         ki, ci = self._idle_of(s, kbd, con, maxidle)
-        own = (int(ki), int(ci), clock_min, clock_day)
-        old = s.written.get(_DYNAMIC)
-        if old is not None:
-            self._write_tuple(s, (*old[:3], *own))
-        else:
-            for name, x in zip(_DYNAMIC_NAMES[3:], own):
-                s.ad[name] = x
+        self._write_part(s, 3, (int(ki), int(ci), clock_min, clock_day))
         if s.claim is not None and s.state in _CLAIMED:
             self._publish_claim(s)
         self._merge_cron(s)
@@ -227,14 +227,18 @@ class Figures(Draining):
     def _machine_share(self, s: Slot, loads: Loads) -> None:
         """The machine's figures of ``s`` :meth:`_own_figures` left unwritten."""
         v = loads.condor_load.get(s.spec.name, 0.0)
+        self._write_part(s, 0, (round(s.owner_load + v, 4), loads.total, loads.condor))
+        self._catch_up_draining(s)
+
+    def _write_part(self, s: Slot, start: int, values: tuple[Any, ...]) -> None:
+        """Write the _DYNAMIC_NAMES from position ``start`` on with ``values``, the others left as they are.
+        Without a record of the whole tuple, they are written as they come and the record stays unknown."""
         old = s.written.get(_DYNAMIC)
         if old is None:
-            for name, x in zip(_DYNAMIC_NAMES, (round(s.owner_load + v, 4), loads.total, loads.condor)):
+            for name, x in zip(_DYNAMIC_NAMES[start:], values):
                 s.ad[name] = x
         else:
-            self._write_tuple(s, (round(s.owner_load + v, 4), loads.total, loads.condor, *old[3:]))
-        if s.drain_seen != self._drain_seen():
-            self._publish_drain_expectations(s)
+            self._write_tuple(s, (*old[:start], *values, *old[start + len(values):]))
 
     def _assign_load_to_slots(self, owner_total: float, order: list[Slot] | None = None,
                               snaps: dict[str, Snap] | None = None) -> None:

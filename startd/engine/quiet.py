@@ -19,7 +19,8 @@ most of a quiet machine's day.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator
 
 from ..classad import ClassAd
 from ..classad.ast import AttrRef, Call, Literal, Node, iter_nodes
@@ -42,6 +43,7 @@ from .events import (
     Tick,
     Vacate,
 )
+from .figures import MACHINE_NAMES, MACHINE_TOTALS
 from .resource import ResourceBase, Slot
 from .slotad import CLAIM_ATTRS, CLIENT_ATTRS
 from .states import Activity, State
@@ -73,10 +75,7 @@ _READS_ADS = frozenset({"eval", "evalineachcontext", "debug"})
 _UNSTEADY = frozenset(TIME_FUNCTIONS) | {"random"} | _READS_ADS
 
 # The figures that are the machine's (each slot's share of the load, the totals, the draining expectations)
-_MACHINE_FIGURES = frozenset(n.lower() for n in (
-    "LoadAvg", "TotalLoadAvg", "TotalCondorLoadAvg", "ExpectedMachineGracefulDrainingBadput",
-    "ExpectedMachineQuickDrainingBadput", "ExpectedMachineGracefulDrainingCompletion",
-    "ExpectedMachineQuickDrainingCompletion", "TotalMachineDrainingBadput", "TotalMachineDrainingUnclaimedTime"))
+_MACHINE_FIGURES = frozenset(n.lower() for n in (*MACHINE_NAMES, *MACHINE_TOTALS))
 
 # A closure larger than this is not analysed (the pass is simply not quiet).
 _CLOSURE_LIMIT = 512
@@ -148,10 +147,10 @@ class QuietPasses(ResourceBase):
     _averages_at: float | None = None  # the last quiet pass whose state-history averages are not advanced yet
     _reads: dict[Any, tuple[Any, ...]]  # see _reading
     _closures: dict[Any, tuple[Any, ...]]  # see _slot_steady
-    # slots whose decisions stay what they are until the next input (see _evaluate_slots), each with
-    # whether they also read none of the figures (then an input to another slot leaves them steady)
-    _steady: dict[str, bool]
-    _steady_local: set[str]  # the steady slots that read a figure
+    # slots whose decisions stay what they are until the next input (see _evaluate_slots); those that
+    # read none of the figures stay so through an input to another slot, the others (_steady_local) not
+    _steady: set[str]
+    _steady_local: set[str]
     _nonstatic: int  # how many slots are partitionable or dynamic
     _next_seq: int
     conf: Any
@@ -245,11 +244,9 @@ class QuietPasses(ResourceBase):
         self._quiet = False
         steady = self._steady
         if steady:
-            steady.pop(slot.name, None)
-            local = self._steady_local
-            for name in local:
-                steady.pop(name, None)
-            local.clear()
+            steady.discard(slot.name)
+            steady -= self._steady_local
+            self._steady_local.clear()
 
     def _machine_free(self, ad: ClassAd | None, key: Any) -> bool:
         """Whether no expression of ``ad`` refers to one of the machine's figures (a slot's share of the
@@ -418,20 +415,28 @@ class QuietPasses(ResourceBase):
         """ResState::updateActivityAverages, as _eval_slot does it."""
         slot.history.update_averages(int(at), float(slot.resources.cpus), self._draining)
 
+    @contextmanager
+    def _at_pass(self) -> Iterator[float]:
+        """Work as at the time of the pass that left its figures unwritten: its clock, no trace of the
+        decisions' reads, and no settling from the hooks (this is the settling)."""
+        at = self._deferred_at
+        assert at is not None
+        now, trace, lazy = self.now, self._trace, self._lazy
+        self.now, self._trace, self._lazy = at, None, False
+        try:
+            yield at
+        finally:
+            self.now, self._trace, self._lazy = now, trace, lazy
+
     def _machine_part(self) -> Any:
         """The machine's part of the figures left unwritten (:meth:`_machine_figures`), worked out once:
         from the slots as they are, and the slots that changed since as they were (``_snaps``)."""
         kept = self._agg
         if kept is not None and kept[0] == self._fig_epoch:
             return kept[1]
-        at = self._deferred_at
-        assert at is not None
         snaps = self._snaps if self._snaps_epoch == self._fig_epoch else None
-        now, trace, self.now, self._trace, self._lazy = self.now, self._trace, at, None, False
-        try:
+        with self._at_pass() as at:
             loads = self._machine_figures(at, self._slot_list(), snaps)
-        finally:
-            self.now, self._trace, self._lazy = now, trace, True
         self._agg = (self._fig_epoch, loads)
         return loads
 
@@ -439,17 +444,15 @@ class QuietPasses(ResourceBase):
         """Write what each of ``slots`` has left unwritten, as the pass would have written it. ``own``:
         for one slot about to change, only its own figures when the machine's are not worked out yet
         (they are written when the ad is read), after taking down what the machine's read of it."""
-        at, epoch = self._deferred_at, self._fig_epoch
-        assert at is not None
+        epoch = self._fig_epoch
         kept = self._agg
-        loads = kept[1] if kept is not None and kept[0] == epoch else None
-        now, trace, self.now, self._trace, self._lazy = self.now, self._trace, at, None, False
-        try:
+        machine_known = kept is not None and kept[0] == epoch
+        with self._at_pass() as at:
             for s in slots:
                 if s.deleted:
                     continue
                 if s.fig_epoch != epoch:
-                    snap = self._snap(s, at) if own and loads is None else None
+                    snap = self._snap(s, at) if own and not machine_known else None
                     if snap is not None:
                         if self._snaps_epoch != epoch:
                             self._snaps, self._snaps_epoch = {}, epoch
@@ -457,21 +460,13 @@ class QuietPasses(ResourceBase):
                         s.fig_epoch = s.owes = epoch
                         self._own_figures(s, at)
                         continue
-                    if loads is None:
-                        self.now, self._lazy = now, True
-                        loads = self._machine_part()
-                        self.now, self._lazy = at, False
                     s.fig_epoch = epoch
-                    self._slot_figures(s, loads)
+                    self._slot_figures(s, self._machine_part())
+                    machine_known = True
                 elif s.owes == epoch and not own:
-                    if loads is None:
-                        self.now, self._lazy = now, True
-                        loads = self._machine_part()
-                        self.now, self._lazy = at, False
                     s.owes = 0
-                    self._machine_share(s, loads)
-        finally:
-            self.now, self._trace, self._lazy = now, trace, True
+                    self._machine_share(s, self._machine_part())
+                    machine_known = True
 
     def _settle_slot(self, slot: Slot, read: bool = False) -> None:
         """Write ``slot``'s figures the last pass left unwritten, before it changes or, with ``read``,
@@ -563,7 +558,7 @@ class QuietPasses(ResourceBase):
                 self._clear_steady()  # something changed: what the other slots read may have too
                 may = False
             elif (alone := self._slot_steady(slot, traced)) is not None:
-                steady[slot.name] = alone
+                steady.add(slot.name)
                 if not alone:
                     self._steady_local.add(slot.name)
         return may and all(s.name in steady for s in slots)

@@ -112,7 +112,7 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
         self.knobs = PolicyKnobs()
         self._qube_gone: set[str] = set()
         self._cross_names: set[str] = set()
-        self._steady: dict[str, bool] = {}
+        self._steady: set[str] = set()
         self._steady_local: set[str] = set()
         self._snaps: dict[str, Any] = {}
         self._machine_reads: dict[Any, tuple[Any, ...]] = {}
@@ -214,7 +214,7 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
         if name not in _LEASE:
             if self._lazy:
                 self._settle_slot(slot)  # its figures left unwritten: write them before anything changes
-            self._steady.pop(slot.name, None)
+            self._steady.discard(slot.name)
         self._timers.mark(slot)
         if name == "state":
             d = (value in _POLLED) - (slot.state in _POLLED)
