@@ -103,10 +103,17 @@ def main():
         except OSError:
             pass  # the daemon sees the job outside the cgroup and does without it
         os.close(procs_fd)
-    # What a freshly started process has: the interpreter ignores SIGPIPE and SIGXFSZ.
-    for name in ("SIGPIPE", "SIGXFSZ"):
-        if hasattr(_signal, name):
-            _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
+    # What a freshly started process has: every signal at its default. The interpreter ignores SIGPIPE
+    # and SIGXFSZ, and a daemon started under nohup, or in the background by a shell, ignores SIGHUP,
+    # SIGINT or SIGQUIT: none of that reaches the job (HTCondor's starter handles SIGHUP, SIGTERM,
+    # SIGQUIT, SIGCHLD and SIGUSR1/2 itself, dc_main, so exec gives its job their defaults whatever
+    # the master was started under).
+    for sig in _signal.valid_signals():
+        if sig not in (_signal.SIGKILL, _signal.SIGSTOP):
+            try:
+                _signal.signal(sig, _signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
     _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
     user = spec["user"]
     if spec["uid"] is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import _imp
 import ast
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -37,6 +38,23 @@ async def test_the_job_starts_with_a_fresh_processs_signal_state(tmp_path):
     assert popen.wait(timeout=5) == 0
     status = dict(line.split(":\t", 1) for line in (tmp_path / "out").read_text().splitlines() if ":\t" in line)
     assert int(status["SigIgn"], 16) == 0 and int(status["SigBlk"], 16) == 0
+
+
+async def test_signals_the_daemon_ignores_are_not_ignored_by_the_job(tmp_path):
+    # A daemon started under nohup ignores SIGHUP; one started in the background by a shell ignores SIGINT
+    # and SIGQUIT. HTCondor's starter handles SIGHUP, SIGQUIT, SIGTERM, SIGCHLD and SIGUSR1/2 itself
+    # (dc_main in daemon_core_main.cpp), so exec gives its job their defaults whatever the master was
+    # started under: here every signal is at its default in the job.
+    ignored = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1, signal.SIGTERM)
+    before = {sig: signal.signal(sig, signal.SIG_IGN) for sig in ignored}
+    try:
+        popen = await cp.create_process(spec(tmp_path, cmd="/bin/cat", args=("/proc/self/status",)))
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    assert popen.wait(timeout=5) == 0
+    status = dict(line.split(":\t", 1) for line in (tmp_path / "out").read_text().splitlines() if ":\t" in line)
+    assert int(status["SigIgn"], 16) == 0
 
 
 async def test_a_launcher_that_does_not_exec_in_time_is_killed(tmp_path, monkeypatch):
