@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import json
 import os
-import pwd
 import random
 import statistics
 import sys
@@ -37,9 +36,8 @@ from host_bench import suspend_latency  # noqa: E402
 
 from startd import config  # noqa: E402
 from startd.daemon import Daemon  # noqa: E402
-from startd.security.keys import find_signing_key  # noqa: E402
-from startd.security.tokens import mint  # noqa: E402
 from startd.transport.client import BrokerSession  # noqa: E402
+from startd.transport.credentials import client_credentials  # noqa: E402
 from startd.transport.settings import MqttSettings, Topics  # noqa: E402
 
 ROOT = "bench"
@@ -64,14 +62,12 @@ async def _claim_and_run(s: BrokerSession, topics: Topics, job: dict[str, Any]) 
 
 
 def _token(conf: Any) -> str:
-    """A token for the daemon of ``conf``, signed with the pool key it made: whoever reads the key signs
-    as its own Unix user (root: ADMINISTRATOR), as ``startd token create`` does."""
-    found = find_signing_key(conf)
-    if found is None:
+    """The token a client command of ``conf`` uses: signed with the pool key the daemon made, as its own
+    Unix user (root: ADMINISTRATOR)."""
+    token = client_credentials(conf).token
+    if token is None:
         raise RuntimeError("cannot read the pool signing key the daemon made")
-    domain = (conf.get("UID_DOMAIN") or "").strip() or "unmapped"
-    issuer = (conf.get("TRUST_DOMAIN") or domain).strip()
-    return mint(found[1], identity=f"{pwd.getpwuid(os.geteuid()).pw_name}@{domain}", issuer=issuer, lifetime=7200)
+    return token
 
 
 def _config(local: Path, extra: str) -> str:
