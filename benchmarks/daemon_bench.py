@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from host_bench import suspend_latency  # noqa: E402
 
 from startd import config  # noqa: E402
-from startd.daemon import Daemon  # noqa: E402
+from startd.daemon.shell import Daemon  # noqa: E402
 from startd.transport.client import BrokerSession  # noqa: E402
 from startd.transport.credentials import client_credentials  # noqa: E402
 from startd.transport.settings import MqttSettings, Topics  # noqa: E402

@@ -32,7 +32,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from startd import simulate  # noqa: E402
+from startd.sim import simulator as simulate  # noqa: E402
 from startd.engine.quiet import QuietPasses  # noqa: E402
 
 CONFIG = """\

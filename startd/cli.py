@@ -21,10 +21,10 @@ from typing import Any, Callable, Sequence
 # for that command; a module serving several commands names them ``add_<cmd>_arguments`` / ``run_<cmd>``
 # (with "-" as "_").
 COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("startd.daemon", "the daemon"),
-    "eval": ("startd.classad.cli", "evaluate a ClassAd expression and print its value"),
+    "run": ("startd.daemon.shell", "the daemon"),
+    "eval": ("startd.tools.eval", "evaluate a ClassAd expression and print its value"),
     "config-val": ("startd.tools.config_val", "print configuration values, as condor_config_val does"),
-    "simulate": ("startd.simulate", "run a scenario on a virtual clock"),
+    "simulate": ("startd.sim.simulator", "run a scenario on a virtual clock"),
     "analyze": ("startd.analyze", "explain which clauses of START, Requirements and RANK hold for a job"),
     "status": ("startd.tools.status", "show slot ads, as condor_status does"),
     "submit": ("startd.tools.submit", "claim a matching slot and run a job on it (a minimal schedd)"),
@@ -36,8 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "off": ("startd.tools.onoff", "shut the daemon down, as condor_off does"),
     "restart": ("startd.tools.onoff", "shut the daemon down and start it afresh, as condor_restart does"),
     "on": ("startd.tools.onoff", "start the daemon unless it is running, as condor_on does"),
-    "health": ("startd.health", "the health check: exit 0 when this machine's startd answers and is within its bounds"),
-    "stop-timeout": ("startd.supervise", "the seconds a graceful shutdown may take (docker --stop-timeout, TimeoutStopSec)"),
+    "health": ("startd.daemon.health", "the health check: exit 0 when this machine's startd answers and is within its bounds"),
+    "stop-timeout": ("startd.daemon.supervise", "the seconds a graceful shutdown may take (docker --stop-timeout, TimeoutStopSec)"),
     "token": ("startd.tools.token", "create and list IDTOKENS, as condor_token_create and condor_token_list do"),
     "record": ("startd.tools.record", "sample the host as the daemon does and write a trace for host_trace:"),
 }

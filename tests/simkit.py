@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from startd import simulate as sim
+from startd.sim import simulator as sim
 
 
 @lru_cache(maxsize=None)

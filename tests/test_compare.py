@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from startd.compare import compare, format_comparison
-from startd.simulate import Simulator
+from startd.sim.compare import compare, format_comparison
+from startd.sim.simulator import Simulator
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "configs" / "desktop.scenario.yaml"

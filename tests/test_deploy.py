@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from startd import config
-from startd.supervise import stop_timeout
+from startd.daemon.supervise import stop_timeout
 
 REPO = Path(__file__).resolve().parents[1]
 

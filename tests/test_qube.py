@@ -11,7 +11,7 @@ import yaml
 
 import startd.qube
 from startd import config
-from startd import scenario as scenario_format
+from startd.sim import scenario as scenario_format
 from startd.analyze import analyse
 from startd.classad import ERROR, UNDEFINED, ClassAd, ClassAdSyntaxError, Expr, parse_ad, parse_expr
 from startd.cli import main

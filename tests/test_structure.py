@@ -100,7 +100,7 @@ def test_no_import_cycle_anywhere_in_startd() -> None:
 
 def test_the_engine_never_imports_the_shells_or_their_libraries() -> None:
     graph = import_graph()
-    shells = {"startd.daemon", "startd.simulate", "startd.cli", "startd.transport", "startd.starter",
+    shells = {"startd.daemon", "startd.sim", "startd.cli", "startd.transport", "startd.starter",
               "startd.host", "startd.cron", "startd.hooks"}
     for mod, deps in graph.items():
         if mod.startswith("startd.engine"):
@@ -142,3 +142,95 @@ def test_no_module_of_the_package_is_much_over_six_hundred_lines() -> None:
             continue
         n = len(path.read_text().splitlines())
         assert n <= 650, f"{path.relative_to(PKG)} has {n} lines"
+
+
+# --- the rooms (shared/DESIGN.md) ------------------------------------------------------------------------
+
+#: What each room may import, as DESIGN.md draws the arrows: the language at the bottom, then the
+#: configuration, slots and the pure engine, then the pieces the shells wire (host, starter, cron, hooks,
+#: security, the two wires), then the two shells, the administrator's tools and the command line on top.
+#: ``startd`` is the package itself (its version).
+ALLOWED = {
+    "classad": set(),
+    "qube": {"classad"},
+    "config": {"startd", "classad"},
+    "slots": {"classad", "config"},
+    "engine": {"startd", "classad", "config", "qube", "slots"},
+    "events_json": {"engine"},
+    "security": {"startd", "classad", "config"},
+    "host": {"startd", "classad", "config", "engine"},
+    "hooks": {"classad", "engine"},
+    "cron": {"classad", "config", "engine", "hooks"},
+    "starter": {"startd", "classad", "config", "engine", "host", "security"},
+    "transport": {"startd", "classad", "config", "engine", "security"},
+    "cedar": {"startd", "classad", "config", "engine", "security"},
+    "submit": {"startd", "classad", "config", "engine", "security", "starter", "transport"},
+    "sim": {"startd", "classad", "config", "engine", "slots", "events_json", "cron", "hooks", "host", "qube"},
+    "daemon": {"startd", "classad", "config", "engine", "slots", "events_json", "host", "starter", "cron",
+               "hooks", "security", "transport", "cedar"},
+    "tools": {"startd", "classad", "config", "engine", "slots", "qube", "host", "security", "transport",
+              "submit", "daemon"},
+    "analyze": {"startd", "classad", "config", "engine", "slots", "qube", "tools", "transport"},
+    "cli": {"startd", "tools", "transport", "daemon", "sim", "analyze"},
+}
+
+#: The modules that may stand on the package's top floor, beside the rooms.
+TOP_FLOOR_LIMIT = 8
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "startd"
+
+
+def _room_edges() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {}
+    for mod, deps in import_graph().items():
+        for dep in deps:
+            a, b = _room(mod), _room(dep)
+            if a != b and a != "startd":
+                edges.setdefault(a, set()).add(b)
+    return edges
+
+
+def test_the_top_floor_holds_at_most_eight_modules() -> None:
+    """The simulator and the daemon live in rooms of their own (startd/sim, startd/daemon); what stays on
+    the top floor is the package, the command line and the few commands that are a concept of their own."""
+    top = sorted(p.name for p in PKG.glob("*.py"))
+    assert len(top) <= TOP_FLOOR_LIMIT, top
+
+
+def test_the_simulator_and_the_daemon_are_rooms_of_their_own() -> None:
+    for room in ("sim", "daemon"):
+        assert (PKG / room / "__init__.py").is_file(), room
+    leftovers = sorted(p.name for p in PKG.glob("*.py")
+                       if p.stem.startswith(("sim", "daemon")) or p.stem in {"scenario", "compare", "health",
+                                                                           "supervise", "watchdog", "metrics",
+                                                                           "logfiles"})
+    assert leftovers == []
+
+
+def test_every_room_is_known_and_imports_only_what_its_arrows_allow() -> None:
+    for room, deps in sorted(_room_edges().items()):
+        assert room in ALLOWED, f"startd/{room} is a room DESIGN.md does not draw: add it to ALLOWED"
+        assert deps <= ALLOWED[room], f"startd/{room} imports {sorted(deps - ALLOWED[room])}, which it may not"
+
+
+def test_no_room_imports_a_room_above_it() -> None:
+    """No circle between rooms either: a function two rooms need lives in the lower one."""
+    edges = _room_edges()
+    graph = {r: edges.get(r, set()) for r in set(edges) | {d for ds in edges.values() for d in ds}}
+    assert _cycles(graph) == []
+
+
+def test_nothing_below_the_shells_imports_them() -> None:
+    shells = {"sim", "daemon", "tools", "cli", "analyze"}
+    for room, deps in _room_edges().items():
+        if room not in shells | {"tools"}:
+            assert not deps & shells, (room, deps & shells)
+
+
+def test_one_name_for_one_job() -> None:
+    """The broker's user check (transport/broker_users.py) and HTCondor's authorization policy
+    (security/authz.py) are two jobs with two names."""
+    assert sorted(p.relative_to(PKG).as_posix() for p in PKG.rglob("authz.py")) == ["security/authz.py"]

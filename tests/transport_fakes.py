@@ -9,7 +9,7 @@ from typing import Any
 
 from startd.classad import ClassAd, parse_ad
 from startd.engine import events as ev
-from startd.transport.authz import AuthorizationPolicy
+from startd.transport.broker_users import AuthorizationPolicy
 from startd.transport.client import StartdConnection
 from startd.transport.dispatch import CommandDispatcher
 from startd.transport.messages import (BaseCommand, QueryCommand, ReplyMessage, query_reply, reply_from_engine,

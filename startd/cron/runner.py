@@ -12,7 +12,7 @@ Each job of STARTD_CRON_JOBLIST runs in its MODE:
 
 A job whose JOB_LOAD would take the running cron jobs over STARTD_CRON_MAX_JOB_LOAD (default 0.1)
 waits until there is room (a job always runs when nothing else does). RECONFIG true sends a running
-job SIGHUP at reconfiguration. Output follows :mod:`startd.cron.protocol`; a run's ads go to the engine
+job SIGHUP at reconfiguration. Output follows :mod:`startd.hooks.protocol`; a run's ads go to the engine
 as a :class:`CronOutput` when it ends (even a non-zero exit, as HTCondor does), each with
 ``<PREFIX>LastUpdate``; garbage lines are logged and skipped; output over the cap kills the run and
 keeps the ads completed before it. How a run ended is logged as HTCondor's ``CronJob::Reaper`` logs it:
@@ -46,7 +46,7 @@ from ..classad.argsenv import parse_submit_arguments, parse_submit_environment
 from ..engine.events import BenchmarksDone, CronLoad, CronOutput, RunHook
 from ..hooks.process import DEFAULT_MAX_OUTPUT, ProcessResult, check_executable, run_program, signal_program
 from ..hooks.runner import HookRunner
-from .protocol import CronAd, OutputParser
+from ..hooks.protocol import CronAd, OutputParser
 
 log = logging.getLogger("startd.cron")
 
@@ -521,7 +521,7 @@ class CronRunner:
 
 
 class DaemonCronRunner:
-    """:class:`CronRunner` behind the daemon's ``CronRunner`` protocol (``startd.daemon``): awaitable
+    """:class:`CronRunner` behind the daemon's ``CronRunner`` protocol (``startd.daemon.shell``): awaitable
     start/reconfigure/stop, ``run_benchmarks(now)`` answering True (BenchmarksDone will follow), and
     ``run_hook(out)`` for the engine's RunHook outputs. ``feed`` may be a coroutine function."""
 

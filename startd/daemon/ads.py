@@ -1,5 +1,5 @@
 """How ``startd run`` hands its slot ads out (:class:`AdPublishing`, a part of
-:class:`startd.daemon_loop.DaemonLoop`): the retained publications and the answers to ``query``.
+:class:`startd.daemon.loop.DaemonLoop`): the retained publications and the answers to ``query``.
 
 Thousands of slots must not hold the event loop (and the embedded broker beside it) for long, so
 whatever walks every slot does it in slices of at most :data:`SLICE_SECONDS`, yielding to the loop
@@ -18,9 +18,9 @@ from typing import Any
 
 import structlog
 
-from .classad import ClassAd, evaluation_budget, parse_expr
-from .transport import messages as msg
-from .transport.adjson import AdJsonCache
+from ..classad import ClassAd, evaluation_budget, parse_expr
+from ..transport import messages as msg
+from ..transport.adjson import AdJsonCache
 
 log = structlog.get_logger("startd.daemon")
 

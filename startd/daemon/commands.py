@@ -1,5 +1,5 @@
 """How ``startd run`` answers the commands that reach it over MQTT (:class:`CommandHandling`, a part of
-:class:`startd.daemon_loop.DaemonLoop`).
+:class:`startd.daemon.loop.DaemonLoop`).
 
 The transport has authenticated and authorized the sender (:mod:`startd.transport.dispatch`) before a
 command gets here; what remains depends on the command and on who sent it:
@@ -18,19 +18,19 @@ from typing import Any
 
 import structlog
 
-from . import CONDOR_VERSION
-from . import config as _config
-from .classad import ClassAd
-from .classad.jsonform import ad_to_obj
-from .config.describe import PatternError, answer
-from .engine import events as ev
-from .engine.claim import public_claim_id
-from .security.jobowner import OwnerRefused, owner_decision
-from .security.runtime_config import RuntimeConfigError, parse_runtime_config, render
-from .security.wire import Identity
-from .starter import JobAdError, JobDescription
-from .transport import messages as msg
-from .transport.dispatch import current_identity
+from .. import CONDOR_VERSION
+from .. import config as _config
+from ..classad import ClassAd
+from ..classad.jsonform import ad_to_obj
+from ..config.describe import PatternError, answer
+from ..engine import events as ev
+from ..engine.claim import public_claim_id
+from ..security.jobowner import OwnerRefused, owner_decision
+from ..security.runtime_config import RuntimeConfigError, parse_runtime_config, render
+from ..security.wire import Identity
+from ..starter import JobAdError, JobDescription
+from ..transport import messages as msg
+from ..transport.dispatch import current_identity
 
 log = structlog.get_logger("startd.daemon")
 
@@ -63,7 +63,7 @@ class CommandHandling:
         raise NotImplementedError
 
     def _shutdown_begun(self, how: str) -> None:
-        """A shutdown begins: :class:`startd.daemon.Daemon` bounds it."""
+        """A shutdown begins: :class:`startd.daemon.shell.Daemon` bounds it."""
         return None
 
     # -- who sent it ---------------------------------------------------------------------------------
@@ -127,7 +127,7 @@ class CommandHandling:
         self.metrics.inc("commands")
         identity = current_identity.get()
         if isinstance(cmd, msg.QueryCommand):
-            return await self._answer_query(cmd)  # startd.daemon_ads: in slices, from cached JSON
+            return await self._answer_query(cmd)  # startd.daemon.ads: in slices, from cached JSON
         if isinstance(cmd, msg.ConfigValCommand):
             return self._config_val(cmd)
         trusted: bool | None = None

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import config as _config
+from .. import config as _config
 from .logfiles import Rotation, parse_log_size
 
 
@@ -157,7 +157,7 @@ def _param_integer(conf: Any, name: str, default: int | None, minimum: int) -> i
     try:
         value = int(text.strip())
     except ValueError:
-        from .classad import ClassAdSyntaxError, parse_expr
+        from ..classad import ClassAdSyntaxError, parse_expr
 
         try:
             result = parse_expr(text).evaluate()

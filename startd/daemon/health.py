@@ -5,7 +5,7 @@ read, as for every command).
 Healthy means all of:
 
 * on this host, the daemon's health file (``$(LOG)/.startd_health``, written by its event loop every 5 s;
-  see :mod:`startd.supervise`) names a live process, is younger than ``STARTD_HEALTH_STALL_LIMIT`` seconds
+  see :mod:`startd.daemon.supervise`) names a live process, is younger than ``STARTD_HEALTH_STALL_LIMIT`` seconds
   (default 60: an older one means the engine loop is stalled), and does not say the broker has been
   unreachable for longer than ``STARTD_HEALTH_BROKER_LIMIT`` seconds (default 120);
 * the daemon answers a query through the broker within ``--timeout``. When the broker cannot be reached
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError
-from .daemon_config import _knob_float, fallback_bases, machine_name
+from ..config import ConfigError
+from .configuration import _knob_float, fallback_bases, machine_name
 from .supervise import health_file_path
 
 STALL_LIMIT = 60.0
@@ -83,8 +83,8 @@ def _health_files(conf: Any) -> list[Path]:
 
 async def _ask(target: Any, me: str, timeout: float) -> str | None:
     """Ask the daemon for nothing (a query no slot matches): None when it answered, else why not."""
-    from .transport.client import BrokerSession
-    from .transport.settings import Topics
+    from ..transport.client import BrokerSession
+    from ..transport.settings import Topics
 
     async with BrokerSession(target.settings, timeout=timeout) as s:
         status = (await s.machines(target.root)).get(me)
@@ -97,7 +97,7 @@ async def _ask(target: Any, me: str, timeout: float) -> str | None:
 
 
 async def _health(config_file: str | None, name: str | None, timeout: float) -> tuple[int, str]:
-    from .transport.address import resolve_client_target
+    from ..transport.address import resolve_client_target
 
     target = resolve_client_target(None, config_file)
     conf = target.config
@@ -144,9 +144,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def healthcheck(argv: list[str] | None = None) -> int:
-    """``python -m startd.daemon --healthcheck [-c FILE] [--name NAME] [--timeout S]``: as ``startd health``,
+    """``python -m startd.daemon.shell --healthcheck [-c FILE] [--name NAME] [--timeout S]``: as ``startd health``,
     but 0 or 1 only, as a container's HEALTHCHECK must answer."""
-    ap = argparse.ArgumentParser(prog="python -m startd.daemon")
+    ap = argparse.ArgumentParser(prog="python -m startd.daemon.shell")
     ap.add_argument("--healthcheck", action="store_true", required=True)
     add_arguments(ap)
     return min(run(ap.parse_args(argv)), 1)

@@ -38,11 +38,11 @@ from typing import Any, Callable, Mapping, Protocol
 
 import structlog
 
-from . import events_json
-from .classad import ClassAd
-from .daemon_ads import SLICE_SECONDS, AdPublishing
-from .daemon_commands import CommandHandling
-from .daemon_config import (
+from .. import events_json
+from ..classad import ClassAd
+from .ads import SLICE_SECONDS, AdPublishing
+from .commands import CommandHandling
+from .configuration import (
     DaemonDirs,
     Knobs,
     _knob_bool,
@@ -51,17 +51,17 @@ from .daemon_config import (
     startd_sinful,
     statistics_window_quantum,
 )
-from .engine import Engine
-from .engine import events as ev
-from .engine.claim import public_claim_id
-from .host import Sampler
-from .host.selfmon import SelfMonitor
+from ..engine import Engine
+from ..engine import events as ev
+from ..engine.claim import public_claim_id
+from ..host import Sampler
+from ..host.selfmon import SelfMonitor
 from .logfiles import DROPS, LineFile, Rotation
 from .metrics import Metrics
-from .starter import JobHandle, OwnerPolicy, Starter, StartError, slot_user_knob
-from .starter.procscan import snapshot as scan_processes
-from .transport import messages as msg
-from .transport.service import Transport
+from ..starter import JobHandle, OwnerPolicy, Starter, StartError, slot_user_knob
+from ..starter.procscan import snapshot as scan_processes
+from ..transport import messages as msg
+from ..transport.service import Transport
 
 log = structlog.get_logger("startd.daemon")
 
@@ -88,7 +88,7 @@ def _without_secret(text: str, claim_id: str) -> str:
 
 class EventLog:
     """Every event (transitions with their numbers, jobs, slots) as JSON lines in a file. A full disk drops
-    lines (counted, see :mod:`startd.logfiles`) and never leaves half a line."""
+    lines (counted, see :mod:`startd.daemon.logfiles`) and never leaves half a line."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -99,7 +99,7 @@ class EventLog:
             self._f.write_line(json.dumps(event, default=str, ensure_ascii=False))
 
     def set_rotation(self, rotation: Rotation) -> None:
-        """EVENT_LOG_MAX_SIZE and EVENT_LOG_MAX_ROTATIONS (see :func:`startd.daemon_config.event_log_rotation`)."""
+        """EVENT_LOG_MAX_SIZE and EVENT_LOG_MAX_ROTATIONS (see :func:`startd.daemon.configuration.event_log_rotation`)."""
         if self._f is not None:
             self._f.set_rotation(rotation)
 
@@ -160,7 +160,7 @@ class NullCronRunner:
 
 def _default_cron_runner() -> CronRunner:
     """The real runner of startd cron jobs, benchmarks and hooks (``startd.cron``)."""
-    from .cron import DaemonCronRunner
+    from ..cron import DaemonCronRunner
 
     return DaemonCronRunner()  # type: ignore[return-value]
 
@@ -170,7 +170,7 @@ def _default_cron_runner() -> CronRunner:
 
 class DaemonLoop(AdPublishing, CommandHandling):
     """The startd's event loop: engine, starter, sampler, transport and cron runner, the driver that feeds the
-    engine and carries out its outputs, the jobs, the commands and the clock. :class:`startd.daemon.Daemon`
+    engine and carries out its outputs, the jobs, the commands and the clock. :class:`startd.daemon.shell.Daemon`
     adds the start-up, SIGHUP, the shutdowns and the signal handlers around it."""
 
     #: called with every host sample the clock takes (``startd run --record``)
@@ -211,7 +211,7 @@ class DaemonLoop(AdPublishing, CommandHandling):
         self._next_publish = 0.0
         self.shutting_down: str | None = None
         #: the daemon is to start afresh once it has shut down (condor_restart, or condor_drain
-        #: -restart-on-completion); startd.daemon re-executes itself after close when it is True
+        #: -restart-on-completion); startd.daemon.shell re-executes itself after close when it is True
         self.restart_requested = False
         self.exit_code = 0
         self.leftovers_reaped: list[int] = []
@@ -252,7 +252,7 @@ class DaemonLoop(AdPublishing, CommandHandling):
         ad = self.engine.daemon_ad()
         for key, value in self.sampler.daemon_attrs().items():
             ad[key] = value
-        # lines the full disk under LOG kept out of StartLog and the event log (startd.logfiles)
+        # lines the full disk under LOG kept out of StartLog and the event log (startd.daemon.logfiles)
         ad["LogLinesDropped"] = DROPS.total
         return ad
 
@@ -348,12 +348,12 @@ class DaemonLoop(AdPublishing, CommandHandling):
                          reason=out.reason or None)
                 self._stop_requested.set()
             elif isinstance(out, ev.ReconfigRequested):
-                reconfigure = getattr(self, "reconfigure", None)  # startd.daemon.Daemon's (SIGHUP's)
+                reconfigure = getattr(self, "reconfigure", None)  # startd.daemon.shell.Daemon's (SIGHUP's)
                 log.info("draining completed: reading the configuration again", reason=out.reason)
                 if reconfigure is not None:
                     self._spawn(reconfigure(), "reconfig")
         if changed:
-            self._publish_slots(changed)  # at once when few, else in slices (startd.daemon_ads)
+            self._publish_slots(changed)  # at once when few, else in slices (startd.daemon.ads)
         if ads_changed:
             conn.set_daemon_ad(self._daemon_ad())
         return follow

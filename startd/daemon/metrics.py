@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .logfiles import DROPS
 
 if TYPE_CHECKING:
-    from .engine import Engine
-    from .engine.events import Transition
-    from .starter import Starter
-    from .transport.service import Transport
+    from ..engine import Engine
+    from ..engine.events import Transition
+    from ..starter import Starter
+    from ..transport.service import Transport
 
 
 class Observed(Protocol):
-    """What the counters read of the daemon (:class:`startd.daemon.Daemon`)."""
+    """What the counters read of the daemon (:class:`startd.daemon.shell.Daemon`)."""
 
     @property
     def engine(self) -> Engine | None: ...

@@ -1,9 +1,9 @@
 """``startd run``: the asyncio daemon around the pure engine, and its main (HTCondor's startd_main.cpp).
 
-:class:`Daemon` is the event loop of :mod:`startd.daemon_loop` with what startd_main.cpp adds around it: the
+:class:`Daemon` is the event loop of :mod:`startd.daemon.loop` with what startd_main.cpp adds around it: the
 start-up (main_init), reading the configuration again on SIGHUP (main_config), the graceful and the fast
 shutdown (main_shutdown_graceful, main_shutdown_fast) and the signal handlers. Here too are the logging
-set-up, the ``startd run`` command line and the container's health check (``python -m startd.daemon
+set-up, the ``startd run`` command line and the container's health check (``python -m startd.daemon.shell
 --healthcheck``). The daemon's other names (:class:`Knobs`, :class:`DaemonDirs`, :class:`CronRunner`, ...)
 are importable from here as well.
 
@@ -13,7 +13,7 @@ then the hard kill; SIGQUIT (or a second SIGTERM / Ctrl-C) is a fast one: jobs a
 Nothing the daemon started outlives it, and a daemon restarted after SIGKILL kills what its previous
 life left behind (the starter's record in SPOOL).
 
-One daemon per directory set: ``startd run`` holds :class:`~startd.daemon_config.InstanceLock` on its LOG,
+One daemon per directory set: ``startd run`` holds :class:`~startd.daemon.configuration.InstanceLock` on its LOG,
 SPOOL and EXECUTE for its life and refuses to start (exit 1, one line naming the lock file and the holder's
 pid) when another live daemon holds one. A restart (``restart_requested``, set by ``startd restart`` or a
 drain's ``restart`` on completion) ends with a clean shutdown and then executes the same command line
@@ -34,9 +34,9 @@ from typing import Any, Callable, TextIO
 
 import structlog
 
-from . import config as _config
-from .config import ConfigError
-from .daemon_config import (
+from .. import config as _config
+from ..config import ConfigError
+from .configuration import (
     DaemonDirs,
     InstanceHeld,
     InstanceLock,
@@ -47,7 +47,7 @@ from .daemon_config import (
     machine_name,
     startd_log_rotation,
 )
-from .daemon_loop import (
+from .loop import (
     IDLE_SAMPLE_INTERVAL,
     SAMPLE_LEAD,
     CronRunner,
@@ -56,9 +56,9 @@ from .daemon_loop import (
     Feed,
     NullCronRunner,
 )
-from .engine import Engine
-from .engine import events as ev
-from .engine.policy import read_policy
+from ..engine import Engine
+from ..engine import events as ev
+from ..engine.policy import read_policy
 from .logfiles import LineFileHandler, Rotation
 from .metrics import Metrics
 from .supervise import (
@@ -71,8 +71,8 @@ from .supervise import (
     become_subreaper,
     health_file_path,
 )
-from .transport.address import daemon_address_file
-from .transport.service import Transport
+from ..transport.address import daemon_address_file
+from ..transport.service import Transport
 from .watchdog import ExitWatchdog
 
 __all__ = ["IDLE_SAMPLE_INTERVAL", "SAMPLE_LEAD", "CronRunner", "Daemon", "DaemonDirs", "EventLog", "Feed",
@@ -85,7 +85,7 @@ log = structlog.get_logger("startd.daemon")
 # (jobs are killed at once; this is for the starters to be reaped and the last ads to go out). CLOSE_LIMIT:
 # how long closing may take (the clock, cron, killing what is left, the transport, the metrics endpoint);
 # each step has its own limit, this is their sum with room to spare. STARTER_REPORT_SLACK: after the last
-# job's KILLING_TIMEOUT, time for its starter to report and be reaped. (In startd.supervise, which tells
+# job's KILLING_TIMEOUT, time for its starter to report and be reaped. (In startd.daemon.supervise, which tells
 # docker and systemd how long a stop may take.)
 #: How long leaving the event loop may take once the daemon is closed.
 FINAL_EXIT_LIMIT = 10.0
@@ -180,7 +180,7 @@ class Daemon(DaemonLoop):
 
     def __init__(self, conf: Any, **kwargs: Any) -> None:
         super().__init__(conf, **kwargs)
-        #: ends the process if a shutdown overruns its bound (see startd.watchdog)
+        #: ends the process if a shutdown overruns its bound (see startd.daemon.watchdog)
         self.watchdog = ExitWatchdog(self.kill_jobs_now)
         self._escalation: asyncio.TimerHandle | None = None
         #: systemd's notifications (nothing without NOTIFY_SOCKET)
@@ -536,7 +536,7 @@ def _serve(args: argparse.Namespace, conf: Any, dirs: DaemonDirs, rotation: Rota
         return 2, None
     writer = None
     if getattr(args, "record", None):
-        from .host.trace import TraceWriter
+        from ..host.trace import TraceWriter
 
         try:
             writer = TraceWriter(args.record)
@@ -583,7 +583,7 @@ def _restart(args: argparse.Namespace, lock: InstanceLock) -> int:
 
 
 if __name__ == "__main__":
-    # the container's HEALTHCHECK: python -m startd.daemon --healthcheck (the same as `startd health`)
+    # the container's HEALTHCHECK: python -m startd.daemon.shell --healthcheck (the same as `startd health`)
     from .health import healthcheck
 
     sys.exit(healthcheck())

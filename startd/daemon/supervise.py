@@ -34,8 +34,8 @@ from typing import Any, Callable, Iterable
 import psutil
 import structlog
 
-from .classad import parse_expr
-from .daemon_config import knob_seconds
+from ..classad import parse_expr
+from .configuration import knob_seconds
 
 log = structlog.get_logger("startd.supervise")
 
@@ -46,7 +46,7 @@ REAP_INTERVAL = 5.0
 #: prctl(2) option that makes this process the reaper of its descendants' orphans
 PR_SET_CHILD_SUBREAPER = 36
 
-# the bounds of a shutdown (startd.daemon uses the same)
+# the bounds of a shutdown (startd.daemon.shell uses the same)
 FAST_SHUTDOWN_LIMIT = 10.0  # a fast shutdown's grace for the engine
 CLOSE_LIMIT = 30.0  # closing: the starters, cron, the transport, each bounded
 STARTER_REPORT_SLACK = 5.0  # for the starters to report after their jobs are gone
@@ -309,8 +309,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """``startd stop-timeout``: print the seconds to give ``docker stop``/``TimeoutStopSec``; exit 2 for a
     configuration that cannot be read."""
-    from .config import ConfigError
-    from .daemon_config import load_daemon_config
+    from ..config import ConfigError
+    from .configuration import load_daemon_config
 
     try:
         conf = load_daemon_config(args.config)

@@ -68,7 +68,7 @@ class HookRunner:
         ad = None
         bad: list[tuple[str, str]] = []
         if not res.error:
-            from ..cron.protocol import parse_hook_ad  # the cron room imports this one
+            from .protocol import parse_hook_ad
 
             ad, bad = parse_hook_ad(res.stdout)
             for line, why in bad:

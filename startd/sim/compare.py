@@ -114,8 +114,8 @@ def summarize(events: list[dict[str, Any]], end: float) -> dict[str, Any]:
 def compare(scenario_path: str | Path, other_config_path: str | Path, *, simulator: Any) -> dict[str, Any]:
     """Run the scenario as written and with ``other_config_path`` as its configuration; the figures of each
     run (:func:`summarize`), as ``{"scenario", "configs": [name, name], "runs": [figures, figures]}``.
-    ``simulator`` is :class:`startd.simulate.Simulator` (passed in: simulate.py calls this module, so it
-    cannot import simulate.py back). Raises :class:`startd.scenario.ScenarioError` for a bad scenario or
+    ``simulator`` is :class:`startd.sim.simulator.Simulator` (passed in: simulate.py calls this module, so it
+    cannot import simulate.py back). Raises :class:`startd.sim.scenario.ScenarioError` for a bad scenario or
     configuration, and what the simulator raises (SimulationError, ConfigError)."""
     p = Path(scenario_path)
     other = Path(other_config_path)

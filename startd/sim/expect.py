@@ -1,5 +1,5 @@
 """The simulator's snapshots and expectations (``snapshot``, ``expect``, ``expect_attrs`` steps): what it
-looks at in the engine and how it compares and reports it. :class:`startd.simulate.Simulator` inherits this;
+looks at in the engine and how it compares and reports it. :class:`startd.sim.simulator.Simulator` inherits this;
 it owns the engine, the clock and the event printer these methods use."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from . import scenario as sc
-from .classad import parse_expr
-from .simtimeline import _json_value, _plain, _same_classad_value, _same_value
+from ..classad import parse_expr
+from .timeline import _json_value, _plain, _same_classad_value, _same_value
 
 
 class SimExpectations:

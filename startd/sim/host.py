@@ -9,7 +9,7 @@ the simulated host's name and the results a simulated benchmark run reports.
 from __future__ import annotations
 
 from . import scenario as sc
-from .engine import events as ev
+from ..engine import events as ev
 
 MACHINE = "simulated.localdomain"  # the simulated host's name: the same on every machine that runs it
 

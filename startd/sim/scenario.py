@@ -25,8 +25,8 @@ from pydantic import (
     model_validator,
 )
 
-from .classad import ClassAd, ClassAdSyntaxError, parse_ad, parse_expr
-from .simusage import Profile, UsageProfiles, parse_profile
+from ..classad import ClassAd, ClassAdSyntaxError, parse_ad, parse_expr
+from .usage import Profile, UsageProfiles, parse_profile
 
 STATES = ("Owner", "Unclaimed", "Matched", "Claimed", "Preempting", "Backfill", "Drained")
 ACTIVITIES = ("Idle", "Benchmarking", "Busy", "Suspended", "Retiring", "Cleaning", "Vacating", "Killing")
@@ -98,7 +98,7 @@ class ActivateStep(_Model):
     # Seconds the starter takes after the job's exit (its final update: Claimed/Cleaning) before it exits
     # itself; a hard kill ends it at once.
     cleanup_time: float = Field(default=0, ge=0)
-    # What the starter measures while the job runs (startd.simusage): MB of memory and disk, cores in use;
+    # What the starter measures while the job runs (startd.sim.usage): MB of memory and disk, cores in use;
     # each a constant or [seconds, value] points over the job's unsuspended running time.
     memory: Profile | None = None
     disk: Profile | None = None
@@ -201,7 +201,7 @@ class CronStep(_Model):
     @field_validator("output")
     @classmethod
     def _output(cls, v: str) -> str:
-        from .cron.protocol import parse_output
+        from ..hooks.protocol import parse_output
 
         bad = parse_output(v).bad_lines
         if bad:
@@ -211,7 +211,7 @@ class CronStep(_Model):
     @property
     def ad(self) -> ClassAd:
         """Every attribute of the output in one ad (separators and tags ignored)."""
-        from .cron.protocol import parse_output
+        from ..hooks.protocol import parse_output
 
         ad = ClassAd()
         for a in parse_output(self.output).ads:

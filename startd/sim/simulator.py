@@ -13,9 +13,9 @@ engine carries idle times forward itself (they grow with the clock), as it notic
 next evaluation. Every event the engine reports is printed as it happens: a readable timeline, or with
 ``--json`` one JSON object a line (CONTRACTS section 3).
 
-The pieces the shell drives live beside it: the simulated machine in ``startd.simhost``, the simulated
-starters and their jobs in ``startd.simstarter``, and the printing of the timeline in
-``startd.simtimeline``. This module is the simulator itself: the clock, feeding the engine, turning steps
+The pieces the shell drives live beside it: the simulated machine in ``startd.sim.host``, the simulated
+starters and their jobs in ``startd.sim.starter``, and the printing of the timeline in
+``startd.sim.timeline``. This module is the simulator itself: the clock, feeding the engine, turning steps
 into engine inputs, handling its outputs, expectations, and the command line.
 """
 
@@ -31,17 +31,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
-from . import events_json
+from .. import events_json
 from . import scenario as sc
-from .classad import ClassAd
+from ..classad import ClassAd
 from .compare import compare, format_comparison
-from .config.errors import ConfigError
-from .engine import events as ev
+from ..config.errors import ConfigError
+from ..engine import events as ev
 from .report import gantt, html_report
-from .simexpect import SimExpectations
-from .simhost import BENCHMARK_RESULTS, MACHINE, Host
-from .simstarter import JobParams, SimJob, SimStarters
-from .simtimeline import (
+from .expect import SimExpectations
+from .host import BENCHMARK_RESULTS, MACHINE, Host
+from .starter import JobParams, SimJob, SimStarters
+from .timeline import (
     HumanTimeline,
     json_line,
 )
@@ -78,7 +78,7 @@ class Simulator(SimStarters, SimExpectations):
         self.t0 = scenario.start_epoch()
         self.now = self.t0
         if engine_factory is None:
-            from .engine import Engine
+            from ..engine import Engine
 
             engine_factory = Engine
         self.engine_factory = engine_factory
@@ -109,7 +109,7 @@ class Simulator(SimStarters, SimExpectations):
 
     def _prepare(self) -> None:
         """Read the configuration(s) and job ads, and check claim ids, before the clock starts."""
-        from . import config
+        from .. import config
 
         if self.sc.config_file is not None:
             path = (self.base_dir / self.sc.config_file).resolve()
@@ -414,7 +414,7 @@ class Simulator(SimStarters, SimExpectations):
     def _cron(self, i: int, body: sc.CronStep) -> None:
         """A startd cron job's output, read as the daemon reads it (PREFIX, ``-`` separators, tags,
         ``update:``) and merged into the ads."""
-        from .cron.protocol import parse_output
+        from ..hooks.protocol import parse_output
 
         if body.slot is not None:
             self._check_slot(i, "cron.slot", body.slot)
@@ -428,7 +428,7 @@ class Simulator(SimStarters, SimExpectations):
 
     def _hook_answer(self, out: ev.RunHook) -> ev.HookResult:
         """What a hook the engine ran answers: the first scripted answer for it, else nothing."""
-        from .cron.protocol import parse_hook_ad
+        from ..hooks.protocol import parse_hook_ad
 
         for entry in self.hook_answers:
             step, left = entry
@@ -600,7 +600,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run as ``python -m startd.simulate SCENARIO [--json]``."""
+    """Run as ``python -m startd.sim.simulator SCENARIO [--json]``."""
     parser = argparse.ArgumentParser(prog="startd simulate", description="run a scenario on a virtual clock")
     add_arguments(parser)
     return run(parser.parse_args(argv))

@@ -6,7 +6,7 @@ carries out the engine's job commands (start, suspend, continue, soft and hard k
 themselves or by a signal, and reaps starters that were still cleaning up after their job; it feeds what
 happened back to the engine as follow-up inputs and prints a job event for every command. A job with a
 usage profile (``memory:``, ``disk:``, ``cpus:``) gets the starter's periodic update every POLLING_INTERVAL
-while it runs, as the daemon measures its real jobs (figures from ``startd.simusage``).
+while it runs, as the daemon measures its real jobs (figures from ``startd.sim.usage``).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import events_json
-from .engine import events as ev
-from .simusage import UsageProfiles, measure
+from .. import events_json
+from ..engine import events as ev
+from .usage import UsageProfiles, measure
 
 # What a simulated job's signals are, for JobExited.signal.
 _SIGNALS = {"SIGTERM": 15, "SIGKILL": 9, "SIGINT": 2, "SIGQUIT": 3, "SIGHUP": 1, "SIGUSR1": 10, "SIGUSR2": 12}
@@ -85,7 +85,7 @@ class SimJob:
 
 
 class SimStarters:
-    """The simulator's starters and their jobs. The simulator (``startd.simulate.Simulator``) inherits
+    """The simulator's starters and their jobs. The simulator (``startd.sim.simulator.Simulator``) inherits
     these; it owns the state they work on, the clock and the event printer."""
 
     jobs: dict[str, SimJob]

@@ -12,10 +12,10 @@ import datetime as _dt
 import json
 from typing import Any, TextIO
 
-from .classad import ERROR, UNDEFINED, AbsTime, ClassAd, RelTime
-from .classad.jsonform import dumps as _classad_json_dumps
-from .classad.jsonform import value_to_json_obj
-from .engine.explain import explain_text
+from ..classad import ERROR, UNDEFINED, AbsTime, ClassAd, RelTime
+from ..classad.jsonform import dumps as _classad_json_dumps
+from ..classad.jsonform import value_to_json_obj
+from ..engine.explain import explain_text
 
 # The attributes a human-readable snapshot shows for each slot (the JSON form carries them all).
 _SNAPSHOT_SUMMARY = ("State", "Activity", "Cpus", "Memory", "LoadAvg", "CondorLoadAvg", "KeyboardIdle",

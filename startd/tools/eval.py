@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .ad import ClassAd, parse_ad, parse_expr
-from .jsonform import from_json
-from .parser import ClassAdSyntaxError
-from .unparse import format_value
+from ..classad.ad import ClassAd, parse_ad, parse_expr
+from ..classad.jsonform import from_json
+from ..classad.parser import ClassAdSyntaxError
+from ..classad.unparse import format_value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

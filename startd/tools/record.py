@@ -50,7 +50,7 @@ def _seconds(text: str | None, name: str, *, positive: bool) -> float | None:
 
 def make_sampler(conf: Any) -> Any:
     """The daemon's sampler (as DaemonLoop._make_sampler builds it), without a starter: no job load."""
-    from ..daemon_config import DaemonDirs, _knob_bool, _knob_float
+    from ..daemon.configuration import DaemonDirs, _knob_bool, _knob_float
     from ..host import Sampler
 
     try:
@@ -94,7 +94,7 @@ def record(sampler: Any, output: str, interval: float, duration: float | None,
 def run(args: argparse.Namespace) -> int:
     """``startd record``: exit 0 when done (or stopped), 2 for bad usage or input."""
     from ..config import ConfigError
-    from ..daemon_config import load_daemon_config
+    from ..daemon.configuration import load_daemon_config
 
     try:
         interval = _seconds(args.interval, "--interval", positive=True)

@@ -6,7 +6,7 @@ often holds 1883).
 
 Clients may connect anonymously, or with a user name; with ``STARTD_BROKER_PASSWORD_FILE`` set (amqtt's
 password file: ``user:hash`` lines, argon2 or bcrypt hashes) only listed users with their password may
-connect. Either way the broker enforces the identity rule of :mod:`startd.transport.authz`: a client may
+connect. Either way the broker enforces the identity rule of :mod:`startd.transport.broker_users`: a client may
 publish on ``.../command/U`` only when its user name is U, so the daemon can trust the user the topic
 names (commands on the bare ``.../command`` topic count as anonymous, whoever sent them).
 """

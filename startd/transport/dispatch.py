@@ -9,7 +9,7 @@ Security (:class:`CommandSecurity`) is HTCondor's model carried over MQTT: a com
 the command is signed with (:mod:`startd.security.wire`; no token: ``unauthenticated@unmapped``); the
 identity is authorized for the command's level by ALLOW_*/DENY_* (:mod:`startd.security.authz`); the
 broker's own user, when the ``STARTD_MQTT_*_USERS`` knobs are set, is a second check
-(:mod:`startd.transport.authz`). The handler sees the identity in :data:`current_identity`. A claim id
+(:mod:`startd.transport.broker_users`). The handler sees the identity in :data:`current_identity`. A claim id
 in a reply is sealed (AES-GCM) with a key only the requester can derive.
 """
 
@@ -27,7 +27,7 @@ import structlog
 
 from ..security.authz import AuthorizationTable
 from ..security.wire import UNAUTHENTICATED, AuthError, CommandVerifier, Identity, seal
-from .authz import COMMAND_PERMISSIONS, AuthorizationPolicy
+from .broker_users import COMMAND_PERMISSIONS, AuthorizationPolicy
 from .messages import (BaseCommand, ReplyMessage, command_from_object, envelope, error_reply, fingerprint,
                        load_command_object)
 from .settings import is_reply_topic

@@ -27,7 +27,7 @@ from ..security.authz import AuthorizationTable
 from ..security.keys import SigningKeyError, ensure_signing_key, load_signing_key
 from ..security.wire import CommandVerifier
 from .address import daemon_address_file, remove_address_file, write_address_file
-from .authz import AuthorizationPolicy, KnobSource, is_loopback_host
+from .broker_users import AuthorizationPolicy, KnobSource, is_loopback_host
 from .broker import DEFAULT_PORT, EmbeddedBroker
 from .client import StartdConnection
 from .dispatch import (

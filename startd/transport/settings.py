@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Literal, Mapping
 from urllib.parse import quote, unquote, urlsplit
 
-from .authz import KnobSource
+from .broker_users import KnobSource
 
 Protocol = Literal["auto", "5", "3.1.1"]
 

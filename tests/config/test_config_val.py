@@ -338,7 +338,7 @@ def test_describe_withholds_secrets_only_when_answering_for_the_daemon(tmp_path:
 
 def test_config_val_command_parses_and_is_read_level() -> None:
     from startd.security.authz import Level as Permission
-    from startd.transport.authz import COMMAND_LEVELS, COMMAND_PERMISSIONS, Level
+    from startd.transport.broker_users import COMMAND_LEVELS, COMMAND_PERMISSIONS, Level
     from startd.transport.messages import ConfigValCommand, ReplyMessage, parse_command
 
     c = parse_command(json.dumps({"command": "config_val", "request_id": 1, "names": ["START"], "dump": "^S"}))
@@ -375,7 +375,7 @@ DAEMON_EXTRA = ("MY_KNOB = $(NUM_CPUS) cpus\n"
 
 
 async def test_startd_option_asks_the_running_daemon(embedded_broker: str, topic_root: str, tmp_path: Path) -> None:
-    from startd.daemon import Daemon
+    from startd.daemon.shell import Daemon
 
     path = write_config(tmp_path, topic_root, DAEMON_EXTRA)
     line = path.read_text().splitlines().index("MY_KNOB = $(NUM_CPUS) cpus") + 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from startd.cron.protocol import OutputParser, parse_hook_ad, parse_output, parse_separator
+from startd.hooks.protocol import OutputParser, parse_hook_ad, parse_output, parse_separator
 
 
 def test_attribute_lines_make_one_ad_and_the_prefix_is_applied() -> None:

@@ -13,7 +13,7 @@ import pytest
 from daemonkit import DaemonProcess, write_config
 
 from startd import config
-from startd.daemon import Daemon
+from startd.daemon.shell import Daemon
 from startd.starter.state import reap_leftovers
 
 

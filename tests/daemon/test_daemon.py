@@ -280,7 +280,7 @@ async def test_no_broker_given_starts_an_embedded_one_and_writes_the_address_fil
 
 def test_directories_that_cannot_be_written_fall_back_to_a_writable_place(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from startd.daemon import DaemonDirs, Knobs
+    from startd.daemon.shell import DaemonDirs, Knobs
 
     monkeypatch.setenv("HOME", str(tmp_path))
     conf = {"LOG": "/proc/startd-cannot-be-here/log", "SPOOL": str(tmp_path / "spool"),

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 from startd import config
 from startd.classad import from_json
-from startd.daemon_config import startd_sinful, statistics_window_quantum
-from startd.daemon_loop import DaemonLoop, NullCronRunner
+from startd.daemon.configuration import startd_sinful, statistics_window_quantum
+from startd.daemon.loop import DaemonLoop, NullCronRunner
 from startd.host.selfmon import MONITOR_ATTRS
 from startd.transport.client import BrokerSession
 from startd.transport.settings import MqttSettings, Topics
@@ -127,7 +127,7 @@ async def test_a_running_daemon_publishes_its_address_start_time_and_self_monito
 def test_a_start_error_that_names_the_claim_shows_only_its_public_part() -> None:
     """HTCondor logs claim ids through ClaimIdParser::publicClaimId; a starter's refusal that quotes the claim
     id reaches the log and the events topic without the secret."""
-    from startd.daemon_loop import _without_secret
+    from startd.daemon.loop import _without_secret
 
     cid = "<10.0.0.1:1883?alias=h&noUDP&sock=startd_h>#1700000000#3#" + "ab" * 32
     text = _without_secret(f"claim {cid!r} already has a running job", cid)

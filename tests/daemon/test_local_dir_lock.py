@@ -1,5 +1,5 @@
-"""One daemon per LOCAL_DIR (startd.daemon_config.InstanceLock, as condor_master's InstanceLock), and
-condor_restart's fresh start in the same process (startd.daemon.run)."""
+"""One daemon per LOCAL_DIR (startd.daemon.configuration.InstanceLock, as condor_master's InstanceLock), and
+condor_restart's fresh start in the same process (startd.daemon.shell.run)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 from daemonkit import REPO, cli, execute_dir, wait_for, write_config
 
-from startd.daemon_config import LOCK_NAME, DaemonDirs, InstanceHeld, InstanceLock
+from startd.daemon.configuration import LOCK_NAME, DaemonDirs, InstanceHeld, InstanceLock
 
 
 def _log_dir(cfg: Path) -> Path:
@@ -117,10 +117,10 @@ async def test_startd_restart_starts_the_daemon_afresh_in_the_same_process(tmp_p
 async def test_a_restart_requested_through_the_daemons_api_executes_the_same_command_line(
         tmp_path: Path, topic_root: str) -> None:
     # The first life asks for a restart as soon as it runs (Daemon.request_restart); the second life is
-    # the plain command line, executed again by startd.daemon.run.
+    # the plain command line, executed again by startd.daemon.shell.run.
     cfg = write_config(tmp_path, topic_root)
     script = (
-        "import sys, startd.daemon as d\n"
+        "import sys, startd.daemon.shell as d\n"
         "start = d.Daemon.start\n"
         "async def once(self):\n"
         "    await start(self)\n"

@@ -1,4 +1,4 @@
-"""The event-loop lag probe (startd/metrics.py, ``startd_event_loop_lag_seconds``): it measures how late the
+"""The event-loop lag probe (startd/daemon/metrics.py, ``startd_event_loop_lag_seconds``): it measures how late the
 loop runs what is due while the daemon works, and lets an idle daemon sleep (an idle startd is not woken
 fifty times a second to watch itself)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from startd.metrics import LoopLag, Metrics
+from startd.daemon.metrics import LoopLag, Metrics
 
 
 async def _ticks(lag: LoopLag, seconds: float) -> int:

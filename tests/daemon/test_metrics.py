@@ -18,7 +18,7 @@ from daemonkit import NOBODY, REPO, alive, cli, client_config, request, wait_for
 from startd import config
 from startd.engine import Engine
 from startd.engine.events import HostSample, Transition
-from startd.metrics import Metrics
+from startd.daemon.metrics import Metrics
 
 DASHBOARD = REPO / "deploy" / "grafana-startd.json"
 

@@ -1,4 +1,4 @@
-"""What the daemon owes its supervisor (startd/supervise.py): systemd's notifications (sd_notify(3):
+"""What the daemon owes its supervisor (startd/daemon/supervise.py): systemd's notifications (sd_notify(3):
 READY, WATCHDOG, RELOADING, STOPPING with EXTEND_TIMEOUT_USEC), the orphans it reaps as a child subreaper,
 the health file `startd health` reads, and `startd stop-timeout`."""
 
@@ -19,9 +19,9 @@ import pytest
 from daemonkit import REPO, cli, wait_for, write_config
 
 from startd import config
-from startd.daemon_config import DaemonDirs
-from startd.health import read_health_file
-from startd.supervise import Notifier, stop_timeout
+from startd.daemon.configuration import DaemonDirs
+from startd.daemon.health import read_health_file
+from startd.daemon.supervise import Notifier, stop_timeout
 
 
 def _notify_socket(tmp_path: Path) -> socket.socket:
@@ -97,7 +97,7 @@ async def test_the_daemon_tells_systemd_ready_watchdog_reloading_and_stopping(
 _REAPER_SCRIPT = textwrap.dedent("""
     import asyncio, os, subprocess, sys, time
     import psutil
-    from startd.supervise import OrphanReaper, become_subreaper
+    from startd.daemon.supervise import OrphanReaper, become_subreaper
     assert become_subreaper()
     # a job of ours (waited for by its owner) and a job that leaves an orphan behind and exits
     own = subprocess.Popen(["sh", "-c", "exit 3"])

@@ -10,7 +10,7 @@ from startd import config
 from startd.classad import ClassAd
 from startd.engine import Engine
 from startd.engine.events import HostSample, Output, Tick, Transition
-from startd.scenario import with_submit_defaults
+from startd.sim.scenario import with_submit_defaults
 
 
 class Driver:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from startd import config
 from startd.classad import UNDEFINED
-from startd.cron.protocol import parse_output
+from startd.hooks.protocol import parse_output
 from startd.engine.events import AdChanged, CronLoad, CronOutput, Reconfig
 
 from engine_helpers import Driver

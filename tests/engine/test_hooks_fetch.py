@@ -9,7 +9,7 @@ from startd.engine.events import (ActivateClaim, HookResult, JobCommand, JobEven
                                   RequestClaim, RunHook, Tick)
 
 from engine_helpers import Driver
-from startd.scenario import with_submit_defaults
+from startd.sim.scenario import with_submit_defaults
 
 FETCH = """STARTD_JOB_HOOK_KEYWORD = FETCH
 FETCH_HOOK_FETCH_WORK = /hooks/fetch

@@ -29,7 +29,7 @@ from startd.engine.events import (
 )
 from startd.engine.resource import GONE
 from startd.engine.states import State
-from startd.scenario import with_submit_defaults
+from startd.sim.scenario import with_submit_defaults
 
 POLLED = ("Claimed", "Preempting", "Backfill")
 

@@ -16,7 +16,7 @@ import yaml
 from engine_helpers import Driver, job
 from engine_helpers import simulate_bench as simulate_bench_module
 
-from startd import simulate as sim
+from startd.sim import simulator as sim
 from startd.classad import ClassAd
 from startd.classad.parser import parse_node
 from startd.engine import Engine

@@ -16,7 +16,7 @@ from engine_helpers import Driver, job
 from engine_helpers import simulate_bench as simulate_bench_module
 
 from startd import config
-from startd import simulate as sim
+from startd.sim import simulator as sim
 from startd.engine.events import (
     ActivateClaim,
     JobExited,

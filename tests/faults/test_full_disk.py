@@ -1,4 +1,4 @@
-"""A real ``startd run`` on full disks (startd.logfiles, startd.starter.state, startd.metrics): a full LOG drops
+"""A real ``startd run`` on full disks (startd.daemon.logfiles, startd.starter.state, startd.daemon.metrics): a full LOG drops
 whole lines, counts them (the daemon ad's LogLinesDropped, startd_log_lines_dropped_total) and the daemon
 keeps serving; a full SPOOL keeps the job record in memory (startd_job_record_write_failures_total) and
 writes it once space returns; a full EXECUTE refuses the activation with the claim kept. Every case still
@@ -33,7 +33,7 @@ from faultkit_a import (
 
 from startd.starter.state import STATE_FILE, read_records
 
-#: STARTER_REPORT_SLACK in startd.daemon, and time for the process to finish exiting
+#: STARTER_REPORT_SLACK in startd.daemon.shell, and time for the process to finish exiting
 SLACK, MARGIN = 5, 4
 
 

@@ -1,5 +1,5 @@
 """Log files on a full disk: lines are dropped and counted, never half-written, and writing resumes when space
-returns (startd.logfiles). HTCondor's dprintf loses lines on a full LOG; the daemon keeps deciding."""
+returns (startd.daemon.logfiles). HTCondor's dprintf loses lines on a full LOG; the daemon keeps deciding."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 
 from diskkit import fill, small_tmpfs
 
-from startd.logfiles import DropCounter, LineFile, LineFileHandler
+from startd.daemon.logfiles import DropCounter, LineFile, LineFileHandler
 
 
 def test_a_full_disk_drops_lines_whole_and_counts_them() -> None:

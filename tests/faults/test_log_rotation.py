@@ -1,7 +1,7 @@
 """Log rotation as HTCondor's dprintf rotates a daemon log (MAX_STARTD_LOG, MAX_NUM_STARTD_LOG,
 TRUNC_STARTD_LOG_ON_OPEN; dprintf.cpp preserve_log_file, log_rotate.cpp) and as its event log writer rotates
 the event log (EVENT_LOG_MAX_SIZE, EVENT_LOG_MAX_ROTATIONS; write_user_log.cpp doRotation), beside an
-external logrotate and on a full disk (startd.logfiles, startd.daemon_config)."""
+external logrotate and on a full disk (startd.daemon.logfiles, startd.daemon.configuration)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from diskkit import fill, small_tmpfs
 from faultkit_a import exit_within, running
 
 from startd import config
-from startd.daemon_config import event_log_rotation, startd_log_rotation
-from startd.logfiles import (
+from startd.daemon.configuration import event_log_rotation, startd_log_rotation
+from startd.daemon.logfiles import (
     DropCounter,
     LineFile,
     LineFileHandler,

@@ -1,4 +1,4 @@
-"""All-or-nothing commands on a real ``startd run`` (startd.daemon_commands, startd.transport.messages,
+"""All-or-nothing commands on a real ``startd run`` (startd.daemon.commands, startd.transport.messages,
 startd.starter.jobdesc): a command the daemon cannot carry out whole is refused before anything changes,
 with a reason that names the field; a job that cannot be started leaves its claim Claimed/Idle and usable.
 After every refusal the daemon still answers, and no slot is Claimed/Busy without a live job."""

@@ -1,5 +1,5 @@
-"""A bounded shutdown of a real ``startd run`` (startd.daemon: request_shutdown, _shutdown_begun, close,
-bounded; startd.watchdog): SIGTERM is graceful but ends within the slowest slot's retirement +
+"""A bounded shutdown of a real ``startd run`` (startd.daemon.shell: request_shutdown, _shutdown_begun, close,
+bounded; startd.daemon.watchdog): SIGTERM is graceful but ends within the slowest slot's retirement +
 MachineMaxVacateTime + KILLING_TIMEOUT + 5 s; a second SIGTERM, or SIGQUIT, is fast (jobs SIGKILLed, out in
 ~10 s); a broker that is gone or hangs never holds the exit; a retained ``off`` is not obeyed; a signal during
 the start-up never hangs the daemon."""
@@ -40,7 +40,7 @@ from startd.transport.settings import Topics
 
 #: the job's vacate time and KILLING_TIMEOUT for the graceful-bound test
 VACATE, KILLING = 2, 2
-#: STARTER_REPORT_SLACK in startd.daemon
+#: STARTER_REPORT_SLACK in startd.daemon.shell
 SLACK = 5
 #: time for a Python process to finish exiting beyond what the daemon counts
 MARGIN = 4

@@ -1,5 +1,5 @@
 """A command the engine carried out but whose reply cannot be made is undone, so that no claim waits for a
-client that never heard of it and no job runs for nobody (startd.daemon_commands.CommandHandling._undo).
+client that never heard of it and no job runs for nobody (startd.daemon.commands.CommandHandling._undo).
 
 The reply is broken from inside (``reply_from_engine`` made to fail once), as a bug or an unencodable value
 would break it; the daemon is a real one, in process, on an embedded broker."""
@@ -15,7 +15,7 @@ from daemonkit import request, wait_for, write_config
 
 from brokerkit import embedded
 from startd import config
-from startd.daemon import Daemon
+from startd.daemon.shell import Daemon
 from startd.transport import messages as msg
 
 ROOT = "faults-undo"

@@ -1,11 +1,11 @@
-"""The exit watchdog: the last guarantee that a shutdown ends within its bound (startd.watchdog)."""
+"""The exit watchdog: the last guarantee that a shutdown ends within its bound (startd.daemon.watchdog)."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from startd.watchdog import ExitWatchdog
+from startd.daemon.watchdog import ExitWatchdog
 
 
 def watched(on_expire=None) -> tuple[ExitWatchdog, threading.Event, list[int]]:  # type: ignore[no-untyped-def]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import simkit
-from startd import scenario as sc
-from startd.report import gantt
+from startd.sim import scenario as sc
+from startd.sim.report import gantt
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.scenario.yaml"))
 T0 = dt.datetime(2026, 1, 5, 8, 0, tzinfo=dt.timezone.utc).timestamp()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from startd.simulate import Recording, simulate
-from startd.report import html_report
+from startd.sim.simulator import Recording, simulate
+from startd.sim.report import html_report
 from test_gantt import EVENTS, T0
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.scenario.yaml"))
@@ -101,7 +101,7 @@ def test_host_metrics_come_from_host_events_and_else_say_they_are_missing() -> N
 
 
 def test_the_host_samples_of_the_run_are_drawn() -> None:
-    # simulate --report hands the report every host sample it fed the engine (startd.simulate.host_event)
+    # simulate --report hands the report every host sample it fed the engine (startd.sim.simulator.host_event)
     events, page = report_of(next(p for p in CONFIGS if p.name == "desktop.scenario.yaml"))
     assert any(e["event"] == "host" for e in events)
     assert "snapshot(s) only" not in page

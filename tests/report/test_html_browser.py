@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pngkit import colours, pixels
-from startd.report.model import STATE_COLOURS, read_events
+from startd.sim.report.model import STATE_COLOURS, read_events
 from test_html import CONFIGS, expected_spans, report_of
 
 ROOT = Path(__file__).resolve().parents[2]

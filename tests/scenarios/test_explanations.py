@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from startd.engine.explain import explain_text
-from startd.simulate import simulate
+from startd.sim.simulator import simulate
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent

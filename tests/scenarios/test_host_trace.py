@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from startd import scenario as sc
-from startd.simulate import Simulator, simulate
+from startd.sim import scenario as sc
+from startd.sim.simulator import Simulator, simulate
 
 T0 = 1_767_600_000.0
 CONFIG = "NUM_SLOTS = 1\nSLOTS_CONNECTED_TO_KEYBOARD = 1\nUPDATE_INTERVAL = 1\n"

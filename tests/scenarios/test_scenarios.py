@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from simkit import run
-from startd import simulate as sim
+from startd.sim import simulator as sim
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_engine import FakeEngine  # noqa: E402
 
-from startd import simulate as sim  # noqa: E402
+from startd.sim import simulator as sim  # noqa: E402
 
 BASE = """\
 name: shell test

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from simkit import run, transitions
-from startd import simulate as sim
+from startd.sim import simulator as sim
 from startd.engine import Engine
 from startd.engine import events as ev
-from startd.simusage import Profile, UsageProfiles, measure, parse_profile
+from startd.sim.usage import Profile, UsageProfiles, measure, parse_profile
 
 HERE = Path(__file__).parent
 

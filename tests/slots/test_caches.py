@@ -19,7 +19,7 @@ from startd.engine import Engine
 from startd.engine.events import (ActivateClaim, Drain, CancelDrain, HostSample, JobExited, ReleaseClaim,
                                   RequestClaim, Tick)
 from startd.engine.states import State
-from startd.scenario import with_submit_defaults
+from startd.sim.scenario import with_submit_defaults
 from startd.slots.attrs import config_attrs, shared_expr
 from startd.transport.adjson import AdJsonCache
 from startd.transport.messages import jsonable, public_ad

@@ -21,10 +21,10 @@ from startd.classad import ClassAd
 from startd.engine import Engine
 from startd.engine.events import (ActivateClaim, BackfillExited, CancelDrain, ContinueClaim, Drain, HostSample,
                                   JobExited, JobStarted, RequestClaim, StarterExited, SuspendClaim, Tick)
-from startd.daemon_config import startd_sinful
+from startd.daemon.configuration import startd_sinful
 from startd.host.sampler import Sampler
 from startd.host.selfmon import SelfMonitor
-from startd.scenario import with_submit_defaults
+from startd.sim.scenario import with_submit_defaults
 
 from machine_attributes import ATTRIBUTES, EXTRA_PUBLISHED, HERE_TOO, NOT_HERE, OUT, PUBLISHED, REASONS
 

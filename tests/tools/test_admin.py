@@ -33,7 +33,7 @@ from daemonkit import (
 )
 
 from startd import config
-from startd.daemon import Daemon
+from startd.daemon.shell import Daemon
 from startd.starter.state import reap_leftovers
 from startd.transport.client import BrokerSession
 from startd.transport.settings import Topics

@@ -19,7 +19,7 @@ from startd.cli import COMMANDS
 from startd.tools import submit
 from startd.transport.address import read_address_file, remove_address_file, resolve_client_target, \
     write_address_file
-from startd.transport.authz import AuthorizationPolicy
+from startd.transport.broker_users import AuthorizationPolicy
 from transport_fakes import FakeStartd, slot_ad
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import yaml
 
-from startd import scenario as sc
+from startd.sim import scenario as sc
 from startd.cli import main
-from startd.scenario import TRACE_KEYS
-from startd.simulate import Simulator
+from startd.sim.scenario import TRACE_KEYS
+from startd.sim.simulator import Simulator
 
 
 def _record(tmp_path: Path, duration: str = "5", interval: str = "0.5") -> list[dict]:

@@ -26,7 +26,7 @@ from transport_fakes import FakeStartd
 from startd import config
 from startd.classad import ClassAd, parse_ad
 from startd.cli import main
-from startd.daemon import Daemon
+from startd.daemon.shell import Daemon
 
 T0 = 1_700_000_000
 

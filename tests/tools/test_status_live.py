@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "daemon"))
 from daemonkit import NOBODY, cli, client_config, write_config  # noqa: E402
 
 from startd import config  # noqa: E402
-from startd.daemon import Daemon  # noqa: E402
+from startd.daemon.shell import Daemon  # noqa: E402
 
 HEADER = re.compile(r"\s*Name\s+OpSys\s+Arch\s+State\s+Activity\s+LoadAv\s+Mem\s+ActvtyTime\s*")
 TOTALS = re.compile(r"\s*Total\s+Owner\s+Claimed\s+Unclaimed\s+Matched\s+Preempting\s+Drain\s+Backfill\s+BkIdle\s*")

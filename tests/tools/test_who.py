@@ -18,7 +18,7 @@ from daemonkit import NOBODY, cli, client_config, request, wait_for, write_confi
 
 from startd import config
 from startd.classad import parse_ad
-from startd.daemon import Daemon
+from startd.daemon.shell import Daemon
 from startd.tools.who import autoformat, format_time, slot_id
 
 

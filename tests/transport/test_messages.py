@@ -9,7 +9,7 @@ import pytest
 
 from startd.classad import ClassAd, parse_ad
 from startd.engine import events as ev
-from startd.transport.authz import COMMAND_LEVELS, AuthorizationPolicy, Level, is_loopback_host
+from startd.transport.broker_users import COMMAND_LEVELS, AuthorizationPolicy, Level, is_loopback_host
 from startd.transport.dispatch import CommandDispatcher, IdempotencyCache
 from startd.transport.messages import (COMMANDS, ActivateClaimCommand, CommandError, QueryCommand, ReplyMessage, RequestClaimCommand, make_reply,
                                        parse_command, public_ad, query_reply, reply_from_engine,
@@ -211,7 +211,7 @@ def test_levels_follow_htcondor() -> None:
 
 def test_unset_broker_user_knobs_restrict_nothing_on_any_broker() -> None:
     # the broker-user layer is the second one: with its knobs unset the token layer alone decides
-    # (transport/authz.py), on a loopback broker and on a shared one alike
+    # (transport/broker_users.py), on a loopback broker and on a shared one alike
     for loopback in (True, False):
         p = AuthorizationPolicy.from_knobs({}, loopback=loopback)
         assert all(p.check(u, c) is None for u in (None, "bob") for c in COMMAND_LEVELS)

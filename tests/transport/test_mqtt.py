@@ -19,7 +19,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from startd.classad import from_json
-from startd.transport.authz import AuthorizationPolicy
+from startd.transport.broker_users import AuthorizationPolicy
 from startd.transport.broker import EmbeddedBroker, publish_allowed
 from startd.transport.client import BrokerSession, StartdConnection
 from startd.transport.settings import MqttSettings, Topics
