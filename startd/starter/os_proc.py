@@ -215,6 +215,11 @@ class JobHandle:
         self._result: asyncio.Future[JobResult] = loop.create_future()
         self._done: asyncio.Future[JobResult] = loop.create_future()
         self._pidfd: int | None = None
+        #: the job's transfer out (set by the Starter for a job that transfers its files): called once the
+        #: job has exited, with whether the starter had asked it to leave; returns a failure's reason or None
+        self.transfer_out: Any = None
+        #: the starter asked the job to leave (a soft or hard kill): its exit is an eviction
+        self.evicting = False
         self._poll_task: asyncio.Task[None] | None = None
         self._finish_task: asyncio.Task[None] | None = None
 
@@ -282,6 +287,10 @@ class JobHandle:
                 self.family.note_cpu(rusage.ru_utime, rusage.ru_stime)
             usage = await in_thread(self._last_measure)
             result = JobResult(self.claim_id, code, sig, self._final_usage(code, sig, duration, usage), duration)
+            if self.transfer_out is not None:
+                failed = await self.transfer_out(self.evicting)
+                if failed:
+                    result.usage["reason"] = failed
         except Exception as e:  # noqa: BLE001 - the result is reported however the cleanup went
             log.error("job's final usage not measured", claim=self.key, error=repr(e))
         finally:
@@ -380,6 +389,7 @@ class JobHandle:
         act on the signal."""
         if not self.running:
             return
+        self.evicting = True
         num = self._soft_signal(sig)
         if self._policy.kill_family_on_soft_kill:
             self.family.signal(num)
@@ -393,6 +403,7 @@ class JobHandle:
         processes as soon as the main process is reaped)."""
         if not self.running:
             return
+        self.evicting = True
         self.family.kill(thorough=False)
 
     async def suspend_async(self) -> None:
@@ -414,6 +425,7 @@ class JobHandle:
         resume of a suspended job reaching escaped processes too, from a thread."""
         if not self.running:
             return
+        self.evicting = True
         num = self._soft_signal(sig)
         if self._policy.kill_family_on_soft_kill:
             await in_thread(self.family.signal, num, True)
@@ -426,6 +438,7 @@ class JobHandle:
         """SIGKILL every process of the job, escaped ones included; the /proc look runs in a thread."""
         if not self.running:
             return
+        self.evicting = True
         await in_thread(self.family.kill, True)
 
     # -- usage -----------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import itertools
 import os
+import posixpath
 import re
 import secrets
 import shutil
@@ -43,6 +44,7 @@ from .jobdesc import JobAdError, JobDescription, describe
 from .os_proc import JobHandle, JobResult, OwnerPolicy
 from .runas import Refusal, choose_account
 from .state import JobRecord, JobRegistry, reap_leftovers
+from .transfer import TransferError, TransferPlan, local_std_files, plan_from_ad, transfer_in, transfer_out
 
 log = structlog.get_logger("startd.starter")
 
@@ -167,7 +169,12 @@ class Starter:
                 raise StartError(e.sentence()) from None
             except Exception as e:  # noqa: BLE001 - a mapping that fails to read is a bad ad too
                 raise StartError(f"the job ad cannot be read: {_one_line(e)}") from None
-            return await self._start(claim_id, desc, Path(execute_dir), owner_policy or OwnerPolicy(), label)
+            policy = owner_policy or OwnerPolicy()
+            try:
+                plan = plan_from_ad(job_ad, desc, policy.fs_domain)
+            except TransferError as e:
+                raise StartError(e.reason) from None
+            return await self._start(claim_id, desc, Path(execute_dir), policy, label, plan)
         except StartError:
             raise
         except Exception as e:  # noqa: BLE001 - every failure to start is a StartError
@@ -179,7 +186,8 @@ class Starter:
             self._starting.discard(claim_id)
 
     async def _start(
-        self, claim_id: str, desc: JobDescription, execute: Path, policy: OwnerPolicy, label: str | None
+        self, claim_id: str, desc: JobDescription, execute: Path, policy: OwnerPolicy, label: str | None,
+        plan: TransferPlan | None = None,
     ) -> JobHandle:
         if not desc.cmd:
             raise StartError("the job's Cmd is missing")
@@ -197,7 +205,14 @@ class Starter:
         # a job that transfers its files runs in its sandbox, whatever Iwd its submitter had
         iwd = None if desc.runs_in_sandbox(policy.fs_domain) else desc.iwd
         paths = {"In": desc.stdin, "Out": desc.stdout, "Err": desc.stderr, "Iwd": iwd}
+        if plan is not None:
+            # JICShadow::initWithFileTransfer: the job reads its transferred In by its name and writes its
+            # output and error under the names the transfer out renames back
+            out_name, err_name = local_std_files(plan)
+            paths = {"In": posixpath.basename(desc.stdin) if desc.stdin and desc.stdin != os.devnull else None,
+                     "Out": out_name, "Err": err_name, "Iwd": None}
         where = {attr: in_sandbox(attr, v, sandbox) if v else None for attr, v in paths.items()}
+        cmd = desc.cmd if plan is None or plan.executable is None else str(sandbox / plan.executable)
         made_sandbox = False
         procs_fd: int | None = None
         cgroup: JobCgroup | None = None
@@ -214,6 +229,11 @@ class Starter:
                 raise StartError(f"the sandbox {sandbox} already exists") from None
             except OSError as e:
                 raise StartError(f"cannot make the sandbox {sandbox}: {e.strerror}") from None
+            if plan is not None:
+                try:
+                    await transfer_in(plan, str(sandbox), account)
+                except TransferError as e:
+                    raise StartError(e.reason) from None
             cwd = where["Iwd"] or str(sandbox)
             env = self._environment(desc, policy, sandbox, Path(cwd))
             token = secrets.token_hex(12)
@@ -230,7 +250,7 @@ class Starter:
                 gid=account.gid,
                 groups=account.groups,
                 cwd=cwd,
-                cmd=desc.cmd,
+                cmd=cmd,
                 path=env.get("PATH") or os.environ.get("PATH") or os.defpath,
                 args=desc.args,
                 env=env,
@@ -258,6 +278,8 @@ class Starter:
             handle = JobHandle(self, claim_id, popen, family, sandbox, desc.kill_sig, policy, key=key,
                                user=account.name)
             self.handles[claim_id] = handle
+            if plan is not None:
+                handle.transfer_out = _output_transfer(plan, str(sandbox), account)
             handle._watch()
             return handle
         except BaseException:
@@ -394,6 +416,22 @@ class Starter:
             if r is None:
                 log.warning("job did not end within the kill time", claim=h.key, pid=h.pid)
         return [r for r in results if isinstance(r, JobResult)]
+
+
+def _output_transfer(plan: TransferPlan, sandbox: str, account: Any) -> Any:
+    """The job's transfer out, as its handle calls it when the job has exited (``evicted``: the starter had
+    asked it to leave): None when done or not wanted, else the one-line reason it failed."""
+
+    async def run(evicted: bool) -> str | None:
+        if evicted and not plan.on_evict:
+            return None
+        try:
+            await transfer_out(plan, sandbox, account)
+        except TransferError as e:
+            return f"output transfer failed: {e.reason}"
+        return None
+
+    return run
 
 
 async def _wait_all(aws: list[Any], timeout: float) -> list[Any]:
