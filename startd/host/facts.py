@@ -24,6 +24,7 @@ from ..config.host import host_macros
 from .cpuflags import processor_facts
 from .netadapter import adapter_facts
 from .machattrs import (
+    STARTER_ABILITIES,
     condor_platform,
     detected_disk_kb,
     has_rotational_scratch,
@@ -306,6 +307,7 @@ def _static_facts() -> dict[str, Any]:
     if sys.platform == "linux" and has_unpriv_user_namespace():
         facts["HasUserNamespaces"] = True
     facts["CondorPlatform"] = condor_platform(macros)
+    facts.update(STARTER_ABILITIES)
     facts.update(adapter_facts())  # NetworkAdapterBase::publish: HardwareAddress, SubnetMask
     return facts
 

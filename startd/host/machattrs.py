@@ -23,6 +23,15 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+#: The starter's abilities the startd publishes in every slot ad (``condor_starter -classad``, printed by
+#: ``printClassAd`` in condor_starter.V6.1/starter_v61_main.cpp and merged by the startd's StarterMgr), only
+#: those true of this starter: it transfers files (startd.starter.transfer) and runs a job as its OsUser.
+#: Not published, because this starter does not do them: HasPerFileEncryption, HasReconnect, HasTDP,
+#: HasJobDeferral, HasTransferInputRemaps, HasSelfCheckpointTransfers, HasJICLocalConfig, HasJICLocalStdin,
+#: HasJobTransferPlugins and HasFileTransferPluginMethods (no transfer plugins).
+STARTER_ABILITIES: dict[str, bool] = {"HasFileTransfer": True, "HasOsUser": True}
+
+
 # --- uname ---------------------------------------------------------------------------------------
 
 

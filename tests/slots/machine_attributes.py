@@ -725,7 +725,6 @@ EXTRA_PUBLISHED: tuple[Attr, ...] = (
 # coverage test holds it to that (a name here must be absent from every ad it builds).
 STARTER_DOES_NOT = "this startd's starter runs the job in place: no file transfer, no ssh_to_job, no cgroup"
 NOT_HERE: dict[str, str] = {
-    "HasFileTransfer": STARTER_DOES_NOT,
     "HasFileTransferPluginMethods": STARTER_DOES_NOT,
     "HasSelfCheckpointTransfers": STARTER_DOES_NOT,
     "HasSshd": STARTER_DOES_NOT,
@@ -757,7 +756,6 @@ NOT_HERE.update({
     "HasJICLocalStdin": STARTER_DOES_NOT,
     "HasJobTransferPlugins": STARTER_DOES_NOT,
     "HasTransferInputRemaps": STARTER_DOES_NOT,
-    "HasOsUser": STARTER_DOES_NOT,
     "HasJobNetworking": STARTER_DOES_NOT,
     "HasCommonFilesTransfer": STARTER_DOES_NOT,
     "MappingMethod": STARTER_DOES_NOT,
