@@ -11,9 +11,13 @@ HTCondor keeps the POOL token signing key in ``SEC_TOKEN_POOL_SIGNING_KEY_FILE``
 * ``Condor_Auth_Passwd::generate_token`` derives the HS256 key from that:
   ``HKDF-SHA256(key, salt="htcondor", info="master jwt", 32 bytes)``.
 
-Where the file is: the configured path first. A configuration whose ``$(ETC)`` is empty yields a path
-such as ``/passwords.d/POOL``, in a top-level directory nobody made for it; such a path (or a relative
-one) is skipped. Then ``~/.startd/passwords.d/POOL`` (the home of this user), then
+Where the file is: a configuration that names it (``SEC_TOKEN_POOL_SIGNING_KEY_FILE``, or one of the knobs
+its default is made of, ``SEC_PASSWORD_FILE``, ``SEC_PASSWORD_DIRECTORY``, ``ETC``, set in a file or the
+environment) gets that file and no other: HTCondor's ``getTokenSigningKeyPath`` (condor_utils/store_cred.cpp)
+has no fallback, and a token signed by a key found elsewhere would be refused by every daemon of the pool.
+Only where nothing is configured (the defaults, whose ``$(ETC)`` is empty, yield a path such as
+``/passwords.d/POOL`` in a top-level directory nobody made for it) are there fallbacks, and
+:func:`key_origin` says which was taken: ``~/.startd/passwords.d/POOL`` (the home of this user), then
 ``/tmp/startd-<uid>/passwords.d/POOL``. The daemon creates the key in the first of these it can; a client
 of the same user with the same configuration reads the first one it can, so both find the same file.
 
@@ -35,7 +39,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 __all__ = ["SigningKeyError", "KnobSource", "signing_key_candidates", "signing_key_path", "ensure_signing_key",
            "load_signing_key", "read_signing_key", "find_signing_key", "scramble", "derive_jwt_key",
-           "user_home", "configured_path_usable", "KEY_FILE_BYTES"]
+           "user_home", "configured_path_usable", "configured_key_file", "key_origin", "KEY_FILE_BYTES"]
 
 #: Bytes of randomness in a new key file (create_signing_key's rand_buffer).
 KEY_FILE_BYTES = 64
@@ -99,14 +103,42 @@ def configured_path_usable(path: Path) -> bool:
     return True
 
 
+#: The knobs whose setting names the POOL key file: SEC_TOKEN_POOL_SIGNING_KEY_FILE and what its default,
+#: ``$(SEC_PASSWORD_FILE)`` = ``$(SEC_PASSWORD_DIRECTORY)/POOL`` = ``$(ETC)/passwords.d/POOL``, is made of.
+KEY_FILE_KNOBS = ("SEC_TOKEN_POOL_SIGNING_KEY_FILE", "SEC_PASSWORD_FILE", "SEC_PASSWORD_DIRECTORY", "ETC")
+
+
+def _set_by_configuration(conf: KnobSource, name: str) -> bool:
+    """Whether ``name`` was set by a configuration file or the environment, not by the defaults table. A
+    plain mapping (no ``source``) holds only what was set."""
+    source = getattr(conf, "source", None)
+    if source is None:
+        return conf.get(name) is not None
+    where = source(name)
+    return where is not None and where not in ("<Default>", "<default>", "<Detected>")
+
+
+def configured_key_file(conf: KnobSource) -> Path | None:
+    """The POOL key file the configuration names, or None when every knob that leads to it is at its
+    default (then the fallbacks of :func:`signing_key_candidates` apply)."""
+    path = conf.get("SEC_TOKEN_POOL_SIGNING_KEY_FILE")
+    if not path or not any(_set_by_configuration(conf, k) for k in KEY_FILE_KNOBS):
+        return None
+    return Path(path)
+
+
 def signing_key_candidates(conf: KnobSource) -> list[Path]:
-    """The places the POOL key may be, in the order both daemon and clients try them: the configured
-    ``SEC_TOKEN_POOL_SIGNING_KEY_FILE`` when usable, ``~/.startd/passwords.d/POOL``,
+    """The places the POOL key may be, in the order both daemon and clients try them. A configured key file
+    (:func:`configured_key_file`) is the only one: getTokenSigningKeyPath has no fallback. Otherwise the
+    default ``SEC_TOKEN_POOL_SIGNING_KEY_FILE`` when usable, ``~/.startd/passwords.d/POOL``,
     ``/tmp/startd-<uid>/passwords.d/POOL``."""
+    configured = configured_key_file(conf)
+    if configured is not None:
+        return [configured]
     out: list[Path] = []
-    configured = conf.get("SEC_TOKEN_POOL_SIGNING_KEY_FILE")
-    if configured and configured_path_usable(Path(configured)):
-        out.append(Path(configured))
+    default = conf.get("SEC_TOKEN_POOL_SIGNING_KEY_FILE")
+    if default and configured_path_usable(Path(default)):
+        out.append(Path(default))
     home = user_home()
     if home is not None and home.is_dir():
         out.append(home / ".startd" / "passwords.d" / "POOL")
@@ -117,6 +149,16 @@ def signing_key_candidates(conf: KnobSource) -> list[Path]:
         if p not in unique:
             unique.append(p)
     return unique
+
+
+def key_origin(conf: KnobSource, path: Path) -> str:
+    """How ``path`` was chosen, for a log line or a tool's message: the knob that names it, or that it is
+    a fallback because no key file is configured."""
+    if configured_key_file(conf) is not None:
+        return "SEC_TOKEN_POOL_SIGNING_KEY_FILE"
+    if path == Path(conf.get("SEC_TOKEN_POOL_SIGNING_KEY_FILE") or "/"):
+        return "the default SEC_TOKEN_POOL_SIGNING_KEY_FILE"
+    return "a fallback: SEC_TOKEN_POOL_SIGNING_KEY_FILE is not configured"
 
 
 def _creatable(path: Path) -> bool:

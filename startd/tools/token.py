@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..config import ConfigError
 from ..security.authz import PERMISSION_NAMES
-from ..security.keys import SigningKeyError, load_signing_key, read_signing_key
+from ..security.keys import SigningKeyError, key_origin, load_signing_key, read_signing_key
 from ..security.tokens import TokenError, decode_segments, mint, read_token_file, token_directory, token_files
 from . import load_tool_config
 
@@ -110,7 +110,10 @@ def _create(args: argparse.Namespace) -> int:
         return _fail(prog, "TRUST_DOMAIN is not set (generate_token: Issuer namespace is not set)")
     try:
         if args.key == "POOL":
-            _, key = read_signing_key(conf)
+            key_path, key = read_signing_key(conf)
+            origin = key_origin(conf, key_path)
+            if origin.startswith("a fallback"):
+                print(f"{prog}: signing with {key_path} ({origin})", file=sys.stderr)
         else:
             # getTokenSigningKeyPath: other keys are files of that name in SEC_PASSWORD_DIRECTORY
             directory = conf.get("SEC_PASSWORD_DIRECTORY")

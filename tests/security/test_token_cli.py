@@ -118,6 +118,42 @@ def test_create_without_a_key_names_the_file(base: Path, capsys: pytest.CaptureF
     assert f"cannot read the signing key {base}/none/POOL: No such file or directory" in err
 
 
+def test_create_with_a_missing_configured_key_never_signs_with_a_fallback_key(
+        base: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine where a daemon once ran with the defaults holds a key in ~/.startd/passwords.d/POOL; a
+    configuration naming another key file still fails, naming that file (getTokenSigningKeyPath,
+    condor_utils/store_cred.cpp, has no fallback)."""
+    from startd.security import keys
+
+    home = base / "home"
+    home.mkdir()
+    monkeypatch.setattr(keys, "user_home", lambda: home)
+    ensure_signing_key({})
+    assert (home / ".startd" / "passwords.d" / "POOL").exists()
+    cfg = base / "condor_config"
+    cfg.write_text(f"TRUST_DOMAIN = {ISSUER}\nSEC_TOKEN_POOL_SIGNING_KEY_FILE = {base}/none/POOL\n")
+    code, out, err = run(capsys, "create", "-c", str(cfg), "-identity", "a@b")
+    assert (code, out) == (2, "")
+    assert f"cannot read the signing key {base}/none/POOL: No such file or directory" in err
+
+
+def test_create_with_nothing_configured_says_it_signs_with_a_fallback_key(
+        base: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from startd.security import keys
+
+    home = base / "home"
+    home.mkdir()
+    monkeypatch.setattr(keys, "user_home", lambda: home)
+    key_path = ensure_signing_key({})
+    cfg = base / "condor_config"
+    cfg.write_text(f"TRUST_DOMAIN = {ISSUER}\n")
+    code, out, err = run(capsys, "create", "-c", str(cfg), "-identity", "a@b")
+    assert code == 0
+    verify_token(out.strip(), load_signing_key(key_path), issuer=ISSUER)
+    assert err == (f"startd token create: signing with {key_path} "
+                   "(a fallback: SEC_TOKEN_POOL_SIGNING_KEY_FILE is not configured)\n")
+
+
 def test_a_user_who_cannot_read_the_key_cannot_mint(pool: tuple[Path, Path]) -> None:
     """Only a user who can read the signing key may mint (generate_token: getTokenSigningKey fails)."""
     cfg, key_path = pool

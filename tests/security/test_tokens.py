@@ -12,6 +12,7 @@ import hmac
 import json
 import os
 import stat
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,8 @@ import jwt
 import pytest
 
 from startd.security import keys, tokens
-from startd.security.keys import SigningKeyError, ensure_signing_key, find_signing_key, load_signing_key, \
-    signing_key_candidates
+from startd.security.keys import SigningKeyError, configured_key_file, ensure_signing_key, find_signing_key, \
+    key_origin, load_signing_key, read_signing_key, signing_key_candidates
 from startd.security.tokens import TokenError, client_tokens, decode_unverified, mint, pick_token, split_token, \
     token_directory, token_files, verify_token, verify_unsigned
 
@@ -241,16 +242,68 @@ def test_empty_etc_falls_back_to_the_home_directory_then_tmp(tmp_path: Path, mon
     assert found is not None and found[0] == candidates[0]
 
 
-def test_unwritable_configured_directory_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A configured path that cannot be created (here: under a file) gives way to the fallback."""
+def test_a_configured_key_file_that_cannot_be_created_is_an_error_naming_it(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """getTokenSigningKeyPath (condor_utils/store_cred.cpp) has no fallback: a configured path that cannot
+    be created (here: under a file) is an error that names it, not a key made elsewhere."""
     blocker = tmp_path / "file"
     blocker.write_text("")
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setattr(keys, "user_home", lambda: home)
-    conf = {"SEC_TOKEN_POOL_SIGNING_KEY_FILE": str(blocker / "passwords.d" / "POOL")}
-    assert ensure_signing_key(conf) == home / ".startd" / "passwords.d" / "POOL"
-    assert find_signing_key(conf) is not None
+    configured = blocker / "passwords.d" / "POOL"
+    conf = {"SEC_TOKEN_POOL_SIGNING_KEY_FILE": str(configured)}
+    with pytest.raises(SigningKeyError, match=re.escape(str(configured))):
+        ensure_signing_key(conf)
+    assert not (home / ".startd").exists()
+
+
+def test_a_configured_key_file_that_is_missing_is_not_replaced_by_a_fallback_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key in the fallback places (left by a daemon that once ran with the defaults) is never read for a
+    configuration that names another file: a token signed with it would be the wrong pool's
+    (getTokenSigningKeyPath)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setattr(keys, "user_home", lambda: home)
+    ensure_signing_key({})  # the fallback key a daemon with the defaults made
+    assert (home / ".startd" / "passwords.d" / "POOL").exists()
+    missing = tmp_path / "etc" / "passwords.d" / "POOL"
+    conf = {"SEC_TOKEN_POOL_SIGNING_KEY_FILE": str(missing)}
+    assert signing_key_candidates(conf) == [missing]
+    assert find_signing_key(conf) is None
+    with pytest.raises(SigningKeyError, match=re.escape(f"cannot read the signing key {missing}")):
+        read_signing_key(conf)
+
+
+@pytest.mark.parametrize("knob, value", [("SEC_PASSWORD_DIRECTORY", "{d}"), ("ETC", "{e}")])
+def test_a_key_file_configured_through_the_knobs_of_its_default_has_no_fallback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, knob: str, value: str) -> None:
+    """SEC_TOKEN_POOL_SIGNING_KEY_FILE defaults to $(SEC_PASSWORD_FILE) = $(SEC_PASSWORD_DIRECTORY)/POOL =
+    $(ETC)/passwords.d/POOL: setting any of them configures the file as much as setting it directly."""
+    from startd import config
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setattr(keys, "user_home", lambda: home)
+    d = tmp_path / "etc" / "passwords.d"
+    conf = config.load(text=f"{knob} = {value.format(d=d, e=tmp_path / 'etc')}\n", env={})
+    assert configured_key_file(conf) == d / "POOL"
+    assert signing_key_candidates(conf) == [d / "POOL"]
+    assert key_origin(conf, d / "POOL") == "SEC_TOKEN_POOL_SIGNING_KEY_FILE"
+
+
+def test_the_fallbacks_apply_only_where_nothing_is_configured_and_say_so(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from startd import config
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setattr(keys, "user_home", lambda: home)
+    conf = config.load(text="", env={})
+    assert configured_key_file(conf) is None
+    path = ensure_signing_key(conf)
+    assert key_origin(conf, path) == "a fallback: SEC_TOKEN_POOL_SIGNING_KEY_FILE is not configured"
 
 
 # ------------------------------------------------------------------------------------------------
