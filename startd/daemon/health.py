@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def healthcheck(argv: list[str] | None = None) -> int:
-    """``python -m startd.daemon.shell --healthcheck [-c FILE] [--name NAME] [--timeout S]``: as ``startd health``,
+    """``python -m startd.daemon --healthcheck [-c FILE] [--name NAME] [--timeout S]``: as ``startd health``,
     but 0 or 1 only, as a container's HEALTHCHECK must answer."""
     ap = argparse.ArgumentParser(prog="python -m startd.daemon.shell")
     ap.add_argument("--healthcheck", action="store_true", required=True)

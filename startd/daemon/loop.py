@@ -61,6 +61,7 @@ from .metrics import Metrics
 from ..starter import JobHandle, OwnerPolicy, Starter, StartError, slot_user_knob
 from ..starter.procscan import snapshot as scan_processes
 from ..transport import messages as msg
+from ..transport.address import configured_broker
 from ..transport.service import Transport
 
 log = structlog.get_logger("startd.daemon")
@@ -179,7 +180,8 @@ class DaemonLoop(AdPublishing, CommandHandling):
     def __init__(self, conf: Any, *, broker: str | None = None, name: str | None = None,
                  cron: CronRunner | None = None, dirs: DaemonDirs | None = None) -> None:
         self.conf = conf
-        self.broker = broker
+        # --broker, else STARTD_MQTT_BROKER (embedded or a URL), else the embedded broker
+        self.broker = broker or configured_broker(conf)
         #: when this daemon started (DaemonCore's start time): DaemonStartTime, and the birth time in claim ids
         self.start_time = time.time()
         self.dirs = dirs or DaemonDirs.resolve(conf)

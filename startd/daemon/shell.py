@@ -3,9 +3,9 @@
 :class:`Daemon` is the event loop of :mod:`startd.daemon.loop` with what startd_main.cpp adds around it: the
 start-up (main_init), reading the configuration again on SIGHUP (main_config), the graceful and the fast
 shutdown (main_shutdown_graceful, main_shutdown_fast) and the signal handlers. Here too are the logging
-set-up, the ``startd run`` command line and the container's health check (``python -m startd.daemon.shell
---healthcheck``). The daemon's other names (:class:`Knobs`, :class:`DaemonDirs`, :class:`CronRunner`, ...)
-are importable from here as well.
+set-up and the ``startd run`` command line (the container's health check, ``python -m startd.daemon
+--healthcheck``, is :mod:`startd.daemon.health`). The daemon's other names (:class:`Knobs`,
+:class:`DaemonDirs`, :class:`CronRunner`, ...) are importable from here as well.
 
 Signals: SIGHUP reads the configuration again (a broken one is refused and the old one stays);
 SIGTERM (and a first Ctrl-C) is a graceful shutdown: jobs get their soft kill and MachineMaxVacateTime,
@@ -580,10 +580,3 @@ def _restart(args: argparse.Namespace, lock: InstanceLock) -> int:
     except OSError as e:
         print(f"startd run: error: cannot restart ({sys.executable}): {e.strerror or e}", file=sys.stderr)
     return 1
-
-
-if __name__ == "__main__":
-    # the container's HEALTHCHECK: python -m startd.daemon.shell --healthcheck (the same as `startd health`)
-    from .health import healthcheck
-
-    sys.exit(healthcheck())

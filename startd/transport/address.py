@@ -3,8 +3,12 @@
 As an HTCondor daemon writes its sinful string to ``$(LOG)/.<daemon>_address``, ``startd run`` writes the
 broker URL it uses (without credentials) to ``STARTD_ADDRESS_FILE`` (default ``$(LOG)/.startd_address``).
 
-A client command given no ``--broker`` reads the address file of the daemon that the same configuration
-(``-c``, ``CONDOR_CONFIG``, ``_CONDOR_*``) describes; without one it tries ``mqtt://127.0.0.1:1883``.
+Which broker, as HTCondor's ``CONDOR_HOST`` tells every daemon and tool where the pool is: ``--broker``
+first; else ``STARTD_MQTT_BROKER`` from the configuration (``-c``, ``CONDOR_CONFIG``, ``_CONDOR_*``), read by
+the daemon (``embedded`` or a URL) and by every client command, so a unit file or a container is configured
+by configuration alone; else, for a client, the address file of the daemon that the same configuration
+describes (also where ``STARTD_MQTT_BROKER = embedded``: the embedded broker's port is chosen at start);
+without one it tries ``mqtt://127.0.0.1:1883``.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from .credentials import client_credentials
 from .settings import MqttSettings
 
 DEFAULT_CLIENT_URL = "mqtt://127.0.0.1:1883"
+
+#: The value of ``--broker`` and ``STARTD_MQTT_BROKER`` that asks the daemon for its embedded broker.
+EMBEDDED = "embedded"
 
 
 def write_address_file(path: str | os.PathLike[str], url: str) -> None:
@@ -103,11 +110,31 @@ def load_client_config(path: str | None) -> "_config.Config":
     return _config.load(text="")
 
 
+def configured_broker(conf: Any) -> str | None:
+    """``STARTD_MQTT_BROKER``: ``"embedded"``, a broker URL, or None when unset. Raises ValueError naming the
+    knob and where it was set for a value that is not a usable URL."""
+    value = (conf.get("STARTD_MQTT_BROKER") or "").strip()
+    if not value:
+        return None
+    if value.lower() == EMBEDDED:
+        return EMBEDDED
+    try:
+        MqttSettings.from_url(value)
+    except ValueError as e:
+        source = getattr(conf, "source", None)
+        where = source("STARTD_MQTT_BROKER") if source is not None else None
+        raise ValueError(f"STARTD_MQTT_BROKER{f' ({where})' if where else ''}: {e}") from None
+    return value
+
+
 def resolve_client_target(broker: str | None, config_file: str | None) -> ClientTarget:
     """Apply the client rule. Raises ConfigError (bad configuration), BrokerUrlError or ValueError (bad knob)."""
     conf = load_client_config(config_file)
     if broker:
         return ClientTarget(MqttSettings.from_url(broker, conf), "--broker", conf)
+    configured = configured_broker(conf)
+    if configured is not None and configured != EMBEDDED:
+        return ClientTarget(MqttSettings.from_url(configured, conf), "STARTD_MQTT_BROKER", conf)
     address_file = daemon_address_file(conf)
     if address_file:
         url = read_address_file(address_file)

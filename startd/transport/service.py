@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import structlog
 
 from ..security.authz import AuthorizationTable
-from ..security.keys import SigningKeyError, ensure_signing_key, load_signing_key
+from ..security.keys import SigningKeyError, ensure_signing_key, key_origin, load_signing_key
 from ..security.wire import CommandVerifier
-from .address import daemon_address_file, remove_address_file, write_address_file
+from .address import EMBEDDED, daemon_address_file, remove_address_file, write_address_file
 from .broker_users import AuthorizationPolicy, KnobSource, is_loopback_host
 from .broker import DEFAULT_PORT, EmbeddedBroker
 from .client import StartdConnection
@@ -40,8 +40,6 @@ from .queue import DEFAULT_COMMAND_QUEUE_LENGTH
 from .settings import MqttSettings
 
 log = structlog.get_logger("startd.transport")
-
-EMBEDDED = "embedded"
 
 
 def _port(knobs: KnobSource) -> int:
@@ -101,9 +99,11 @@ def command_security(knobs: KnobSource, settings: MqttSettings, machine: str, *,
     table and the size limit. ``verifier`` (on reconfiguration) keeps the nonces already seen. Raises
     ValueError naming the knob or the file."""
     try:
-        key = load_signing_key(ensure_signing_key(knobs))
+        key_path = ensure_signing_key(knobs)
+        key = load_signing_key(key_path)
     except SigningKeyError as e:
         raise ValueError(str(e)) from None
+    log.info("pool signing key", path=str(key_path), chosen_by=key_origin(knobs, key_path))
     issuer = (knobs.get("TRUST_DOMAIN") or knobs.get("UID_DOMAIN") or machine).strip()
     table = AuthorizationTable.from_config(knobs, daemon_user=_daemon_account())
     if verifier is None:

@@ -102,7 +102,7 @@ async def test_healthcheck_says_healthy_while_the_daemon_runs(tmp_path: Path, to
 
     async def health() -> tuple[int, str]:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "startd.daemon.shell", "--healthcheck", "-c", str(cfg), "--name", "m1", cwd=str(REPO),
+            sys.executable, "-m", "startd.daemon", "--healthcheck", "-c", str(cfg), "--name", "m1", cwd=str(REPO),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         out, _ = await proc.communicate()
         return proc.returncode or 0, out.decode()
