@@ -1,6 +1,10 @@
-"""``startd submit``, a minimal condor_submit and schedd: the job ad built from a job ad file or a command
-line, the choice of an Unclaimed matching slot, the claim and its activation, and with ``--wait`` the
-following of the job to its end (keeping the claim alive; ``leaves_claim`` tells when the claim is over).
+"""``startd submit``, a minimal condor_submit and schedd: a submit description file (``startd.submit``: the
+job ads condor_submit builds, ``-dry-run``, ``-append``, queue forms, file transfer and the user job event log),
+or a job ad file, or a command line; the choice of an Unclaimed matching slot, the claim and its activation,
+and with ``--wait`` the following of the jobs to their end (keeping the claims alive).
+
+``-a``/``-append`` is condor_submit's with a submit description (a submit line); with a job ad or a command it
+sets a job attribute (``NAME=EXPR``), as before.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ import shutil
 import socket
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import aiomqtt
@@ -23,11 +26,17 @@ import aiomqtt
 from ..classad import ClassAd, ClassAdSyntaxError, from_json, parse_ad
 from ..classad.jsonform import ad_to_obj
 from ..engine.claim import public_claim_id
+from ..submit import Job, SubmitError, make_jobs, parse_submit
+from ..submit.dryrun import write_dry_run
+from ..submit.eventlog import EventLog
+from ..submit.language import MAX_SUBMIT_BYTES, is_queue_statement
+from ..submit.run import Runner, RunJob, worst
+from ..submit.shadow import submit_host
 from ..transport.address import ClientTarget
-from .common import Refused, UsageError, _common, _run, _split_name
+from .common import Refused, UsageError, _common, _run, client_target
 from ..transport.client import BrokerSession, RequestTimeout
 from ..transport.settings import Topics
-from .status import _natural, _str
+from ..submit.shadow import Candidate, choose_slots, exit_status, leaves_claim
 
 
 # --- submit: a minimal schedd ---------------------------------------------------------------------
@@ -44,10 +53,17 @@ def add_submit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpus", type=int, metavar="N", help="RequestCpus (default 1)")
     parser.add_argument("--memory", type=int, metavar="MB", help="RequestMemory (default 128)")
     parser.add_argument("--disk", type=int, metavar="KB", help="RequestDisk (default 1024)")
-    parser.add_argument("-a", "--attr", action="append", default=[], metavar="NAME=EXPR",
-                        help="set a job attribute (a ClassAd expression); may repeat")
-    parser.add_argument("job", nargs="*", metavar="JOBAD | -- CMD ARGS",
-                        help="a job ad file (ClassAd or JSON), or after -- the command to run")
+    parser.add_argument("-a", "--attr", "-append", "--append", dest="attr", action="append", default=[],
+                        metavar="LINE",
+                        help="with a submit description: a submit line, as condor_submit -append; with a job ad "
+                             "or a command: a job attribute NAME=EXPR; may repeat")
+    parser.add_argument("-dry-run", "--dry-run", dest="dry_run", metavar="FILE",
+                        help="print the job ads to FILE (- for standard output) as condor_submit -dry-run does, "
+                             "and run nothing")
+    parser.add_argument("-dry-run:full", "--dry-run-full", dest="dry_run_full", metavar="FILE",
+                        help="as -dry-run, one whole ad a job")
+    parser.add_argument("job", nargs="*", metavar="SUBMITFILE | JOBAD | -- CMD ARGS",
+                        help="a submit description file, a job ad file (ClassAd or JSON), or after -- the command")
 
 
 def _quote_arg(a: str) -> str:
@@ -154,50 +170,11 @@ def _number(v: Any) -> float:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
 
 
-@dataclass
-class Candidate:
-    machine: str
-    slot: str
-    ad: ClassAd
-    rank: float
-
-
-def choose_slots(job: ClassAd, slot_ads: dict[tuple[str, str], ClassAd], wanted: str | None = None,
-                 now: float | None = None) -> list[Candidate]:
-    """The slots the job could claim, best first: Unclaimed, symmetric match, the job's Rank highest."""
-    want_slot, want_machine = _split_name(wanted) if wanted and "@" in wanted else (wanted, None)
-    out = []
-    for (machine, slot), ad in slot_ads.items():
-        if want_slot and slot != want_slot and _str(ad, "Name") != wanted:
-            continue
-        if want_machine and machine != want_machine:
-            continue
-        if _str(ad, "State") != "Unclaimed":
-            continue
-        if not ClassAd.symmetric_match(ad, job, now=now):
-            continue
-        rank = _number(job.evaluate("Rank", target=ad, now=now)) if "Rank" in job else 0.0
-        out.append(Candidate(machine, slot, ad, rank))
-    out.sort(key=lambda c: (-c.rank, _natural(c.machine), _natural(c.slot)))
-    return out
-
-
-def _exit_status(event: dict[str, Any]) -> int | None:
-    detail = event.get("detail") if isinstance(event.get("detail"), dict) else {}
-    for src in (event, detail):
-        sig = src.get("signal", src.get("exit_signal"))
-        if isinstance(sig, int) and not isinstance(sig, bool) and sig > 0:
-            return 128 + sig
-    for src in (event, detail):
-        for key in ("exit_code", "ExitCode", "code"):
-            code = src.get(key)
-            if isinstance(code, int) and not isinstance(code, bool):
-                return code
-    return None
-
-
 def run_submit(args: argparse.Namespace) -> int:
     """Find a slot, claim it, activate the job; with --wait keep the claim alive until the job exits."""
+    words = list(args.job or [])
+    if args.dry_run or args.dry_run_full or (len(words) == 1 and is_submit_description(words[0])):
+        return run_description(args)
     try:
         job = build_job_ad(args)
     except UsageError as e:
@@ -296,18 +273,6 @@ async def _run_claim(s: BrokerSession, topics: Topics, events: "asyncio.Queue[ai
             await asyncio.shield(release())
 
 
-_HOLDING_CLAIM = ("Claimed", "Preempting")
-
-
-def leaves_claim(event: dict[str, Any]) -> bool:
-    """True for a transition that ends the claim its slot holds: out of Claimed or Preempting into a
-    state without a claim. A transition into Claimed never ends one, though it may come after the
-    claim was granted: a dynamic slot is created Owner, goes Unclaimed and then Claimed for the very
-    claim being waited on, and a static slot goes Matched before Claimed."""
-    came, went = str(event.get("from", "")), str(event.get("to", ""))
-    return came.startswith(_HOLDING_CLAIM) and not went.startswith(_HOLDING_CLAIM)
-
-
 async def _wait_for_exit(s: BrokerSession, topics: Topics, events: "asyncio.Queue[aiomqtt.Message]",
                          claim_id: str, slot: str, job: ClassAd, args: argparse.Namespace,
                          target: ClientTarget) -> int | None:
@@ -349,7 +314,7 @@ async def _wait_for_exit(s: BrokerSession, topics: Topics, events: "asyncio.Queu
             if event.get("error"):
                 # the daemon could not start the job at all: that is no exit status of the job's
                 raise Refused(f"the job could not be started on {slot}@{topics.machine}: {event['error']}")
-            code = _exit_status(event)
+            code = exit_status(event)
             return 0 if code is None else code
         if claim_gone_at is None and (kind == "slot_deleted" or (kind == "transition" and leaves_claim(event))):
             # the claim is over; an exit event may still be on its way, allow it a moment
@@ -362,3 +327,152 @@ def _int_knob(target: ClientTarget, name: str, default: int) -> int:
         return int(v) if v is not None else default
     except ValueError:
         return default
+
+
+# --- submit description files ----------------------------------------------------------------------
+
+
+def is_submit_description(path: str) -> bool:
+    """Whether ``path`` is a submit description: ``-`` (standard input), a ``.sub`` file, or a text file with a
+    queue statement (a job ad has none)."""
+    if path == "-" or path.endswith(".sub"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            head = f.read(MAX_SUBMIT_BYTES)
+        text = head.decode()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return "\0" not in text and any(is_queue_statement(line.strip()) is not None for line in text.splitlines())
+
+
+def _read_description(path: str) -> str:
+    try:
+        if path == "-":
+            return sys.stdin.read(MAX_SUBMIT_BYTES + 1)
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(MAX_SUBMIT_BYTES + 1)
+    except OSError as e:
+        raise UsageError(f"Failed to open command file ({path}) ({e.strerror})") from None
+
+
+def _description_jobs(args: argparse.Namespace, conf: Any, cluster: int, warnings: list[str]) -> list[Job]:
+    words = list(args.job or [])
+    if len(words) != 1:
+        raise UsageError("give one submit description file (or - for standard input)")
+    path = words[0]
+    text = _read_description(path)
+    try:
+        desc = parse_submit(text, "(stdin)" if path == "-" else path, append=list(args.attr or []))
+        jobs = make_jobs(desc, conf, cluster=cluster, username=_owner(), warnings=warnings)
+    except SubmitError as e:
+        raise UsageError(str(e)) from None
+    if not desc.queues:
+        raise UsageError(f'"{path}" doesn\'t contain any "queue" commands -- no jobs queued')
+    return jobs
+
+
+def _owner() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
+
+
+def _schedd_fill(job: Job, conf: Any) -> ClassAd:
+    """What the schedd adds to a job ad condor_submit sends: its ids, and Owner and User when unset."""
+    ad = job.ad.copy()
+    ad["ClusterId"] = job.cluster
+    ad["ProcId"] = job.proc
+    owner = ad.evaluate("Owner") if "Owner" in ad else None
+    if not isinstance(owner, str) or not owner:
+        owner = _owner()
+        ad["Owner"] = owner
+    if "User" not in ad:
+        ad["User"] = f"{owner}@{conf.get('UID_DOMAIN') or socket.getfqdn()}"
+    return ad
+
+
+def run_description(args: argparse.Namespace) -> int:
+    """``startd submit FILE.sub`` and ``-dry-run``: make the jobs as condor_submit does, then print them or run
+    them (writing their event logs, with --wait following them to their ends)."""
+    from ..config import ConfigError
+    from ..transport.address import load_client_config
+
+    warnings: list[str] = []
+    try:
+        conf = load_client_config(args.config)
+    except ConfigError as e:
+        print(f"startd submit: error: {e}", file=sys.stderr)
+        return 2
+    dry = args.dry_run_full or args.dry_run
+    try:
+        jobs = _description_jobs(args, conf, 1 if dry else os.getpid(), warnings)
+    except UsageError as e:
+        for w in warnings:
+            print(f"WARNING: {w}", file=sys.stderr)
+        print(f"startd submit: error: {e}", file=sys.stderr)
+        return 2
+    for w in warnings:
+        print(f"WARNING: {w}", file=sys.stderr)
+    if dry:
+        try:
+            if dry == "-":
+                write_dry_run(jobs, sys.stdout, sys.stdout, full=bool(args.dry_run_full))
+            else:
+                with open(dry, "w") as f:
+                    write_dry_run(jobs, f, sys.stdout, full=bool(args.dry_run_full))
+        except OSError as e:
+            print(f"startd submit: error: Failed to open file -dry-run output file ({e.strerror})", file=sys.stderr)
+            return 2
+        return 0
+    logs: dict[str, EventLog] = {}
+    run_jobs: list[RunJob] = []
+    for job in jobs:
+        path = job.ad.evaluate("UserLog") if "UserLog" in job.ad else None
+        log = None
+        if isinstance(path, str) and path:
+            log = logs.get(path)
+            if log is None:
+                log = logs[path] = EventLog(path)
+        run_jobs.append(RunJob(_schedd_fill(job, conf), job.cluster, job.proc, log))
+    host = submit_host()
+    for rj in run_jobs:
+        if rj.log is not None:
+            try:
+                rj.log.submit(rj.cluster, rj.proc, host)
+            except OSError as e:
+                print(f"startd submit: error: cannot write the job event log {rj.log.path}: {e.strerror}",
+                      file=sys.stderr)
+                return 2
+    print(f"{len(run_jobs)} job(s) submitted to cluster {jobs[0].cluster if jobs else 0}.")
+    target = client_target(args)
+    if isinstance(target, int):
+        return target
+
+    async def body(t: ClientTarget) -> int:
+        async with BrokerSession(t.settings, timeout=args.timeout, token=t.token) as s:
+            machines = await s.machines(t.root)
+            online = {m for m, st in machines.items() if st != "offline"}
+            if args.name:
+                online &= {args.name}
+            if not online:
+                for rj in run_jobs:
+                    if rj.log is not None:
+                        rj.log.aborted(rj.cluster, rj.proc, "no startd is online")
+                raise Refused(f"no startd {'named ' + args.name + ' ' if args.name else ''}is online on the broker "
+                              f"at {t.settings.url}")
+            runner = Runner(s, t.root, online, slot=args.slot, wait=args.wait, lease=args.lease,
+                            alive_interval=float(_int_knob(t, "ALIVE_INTERVAL", 300)))
+            outcomes = await runner.run_all(run_jobs)
+        failed = [o.error for o in outcomes if o.error]
+        for error in failed:
+            print(f"startd submit: {error}", file=sys.stderr)
+        if not args.wait:
+            return 1 if failed else 0
+        for rj, o in zip(run_jobs, outcomes):
+            if o.code is not None:
+                print(f"Job {rj.cluster}.{rj.proc} exited with status {o.code}")
+        return worst(outcomes)
+
+    return _run(args, body)
