@@ -461,6 +461,7 @@ class Engine(ResMgr):
                 return self._reply(inp, "reconfig", False, f"configuration not usable: {exc}")
         if conf is None or not hasattr(conf, "get"):
             return self._reply(inp, "reconfig", False, "no configuration given")
+        old_update_interval = self.knobs.update_interval
         try:
             self._apply_config(conf)  # reads everything before it changes anything
         except (ConfigError, ValueError) as exc:
@@ -474,7 +475,10 @@ class Engine(ResMgr):
         self._refresh_duty()
         self._last_reconfig = self.now
         self._reply(inp, "reconfig", True)
-        self.eval_all(self.now)
+        # main_config -> reconfig_resources, finish_main_config: compute_static, initResourceAds and
+        # reset_timers, and no eval_state. The new policy is first read at the next poll, or at the next
+        # eval_and_update_all when no slot needs polling.
+        self._reset_timers(old_update_interval)
         return None
 
     def _on_shutdown(self, inp: Shutdown) -> None:

@@ -310,6 +310,17 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
         if self._next_poll is None:
             self._next_poll = self.now + self.knobs.polling_interval
 
+    def _reset_timers(self, old_update_interval: float) -> None:
+        """ResMgr::reset_timers, at the end of a reconfig: a running poll timer starts a whole
+        POLLING_INTERVAL again from now (Reset_Timer); the update timer keeps the start of its current
+        period and takes the new UPDATE_INTERVAL from there (Reset_Timer_Period: a time already past
+        fires at once)."""
+        if self._next_poll is not None:
+            self._next_poll = self.now + self.knobs.polling_interval
+        if self._next_update is not None:
+            started = self._next_update - old_update_interval
+            self._next_update = max(started + self.knobs.update_interval, self.now)
+
     def next_wakeup(self) -> float | None:
         """The exact time of the next timer, or None when nothing is scheduled."""
         head = self._first_timer()

@@ -228,7 +228,8 @@ async def test_malformed_unknown_and_unauthorized_commands_get_a_refusal_with_a_
 async def test_reconfig_command_with_a_broken_configuration_keeps_the_old_one(embedded_broker: str, start_daemon,
                                                                              topic_root: str) -> None:
     # configuration text is runtime configuration (condor_config_val -rset): enabled, and only the names listed
-    d = await start_daemon(embedded_broker, topic_root, "ENABLE_RUNTIME_CONFIG = True\n"
+    # a reconfig evaluates nothing (finish_main_config): the new IS_OWNER is read at the next update
+    d = await start_daemon(embedded_broker, topic_root, "ENABLE_RUNTIME_CONFIG = True\nUPDATE_INTERVAL = 2\n"
                            "SETTABLE_ATTRS_ADMINISTRATOR = UPDATE_INTERVAL, START, IS_OWNER\n")
     old = d.conf
     r = await request(embedded_broker, topic_root, "m1", {"command": "reconfig", "config": "UPDATE_INTERVAL = soon"})

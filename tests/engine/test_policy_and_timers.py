@@ -259,10 +259,16 @@ def test_hibernate_is_evaluated_and_published() -> None:
 
 
 def test_reconfig_changes_policy_and_a_bad_expression_is_refused() -> None:
+    # main_config -> finish_main_config: a reconfig evaluates nothing; the next evaluation reads the new
+    # policy (here the update at UPDATE_INTERVAL, no slot needing polling: ResMgr::eval_and_update_all)
     from startd import config
     d = Driver()
     r = reply(d.do(Reconfig(now=5, config=config.load(text="RUNBENCHMARKS = False\nIS_OWNER = True\n"))))
-    assert r.accepted and d.state() == "Owner/Idle"
+    assert r.accepted and d.state() == "Unclaimed/Idle"
+    d.until(299)
+    assert d.state() == "Unclaimed/Idle"
+    d.until(300)
+    assert d.state() == "Owner/Idle"
     r = reply(d.do(Reconfig(now=6, config=config.load(text="START = (((\n", validate=False))))
     assert not r.accepted and "START" in r.error
 
