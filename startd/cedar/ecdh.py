@@ -1,0 +1,53 @@
+"""The session key of a CEDAR connection: ECDH on P-256, then HKDF (condor_io/condor_secman.cpp).
+
+``SecMan::GenerateKeyExchange`` makes a P-256 key pair; ``EncodePubkey`` sends its public half as the
+base64 of the uncompressed point (``i2d_PublicKey``); ``FinishKeyExchange`` derives the shared secret
+with the peer's and turns it into the key with ``Condor_Crypt_Base::hkdf``: HKDF-SHA256, salt
+"htcondor", info "keygen", 32 bytes for AES-GCM (condor_io/condor_crypt.cpp).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from .framing import CedarError
+
+__all__ = ["KeyExchange", "SESSION_KEY_BYTES"]
+
+#: SEC_SESSION_KEY_LENGTH_V9: an AES-256 key
+SESSION_KEY_BYTES = 32
+# an uncompressed P-256 point is 65 bytes; base64 of anything much longer is not one
+_MAX_ENCODED = 256
+
+
+class KeyExchange:
+    """This side's half of one key exchange."""
+
+    def __init__(self) -> None:
+        self._private = ec.generate_private_key(ec.SECP256R1())
+
+    @property
+    def public(self) -> str:
+        """The public key as ``ECDHPublicKey`` carries it."""
+        point = self._private.public_key().public_bytes(serialization.Encoding.X962,
+                                                         serialization.PublicFormat.UncompressedPoint)
+        return base64.b64encode(point).decode("ascii")
+
+    def session_key(self, peer: str) -> bytes:
+        """The 32-byte AES-GCM key shared with the peer whose public key is ``peer``. Raises
+        :class:`CedarError` for a key that is not a point of P-256."""
+        if not isinstance(peer, str) or not peer or len(peer) > _MAX_ENCODED:
+            raise CedarError("the peer's ECDHPublicKey is not a P-256 public key")
+        try:
+            point = base64.b64decode("".join(peer.split()), validate=True)
+            public = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), point)
+        except (binascii.Error, ValueError):
+            raise CedarError("the peer's ECDHPublicKey is not a P-256 public key") from None
+        secret = self._private.exchange(ec.ECDH(), public)
+        return HKDF(algorithm=hashes.SHA256(), length=SESSION_KEY_BYTES, salt=b"htcondor",
+                    info=b"keygen").derive(secret)
