@@ -573,6 +573,13 @@ def make_jobs(desc: SubmitDescription, config: Mapping[str, str | None], *, clus
     """Every job of the submit description, in order, as condor_submit makes them (``submit_jobs``). Warnings
     (condor_submit's ``WARNING:`` lines, without the prefix) are appended to ``warnings``."""
     cwd = os.getcwd() if cwd is None else cwd
+    if not username:
+        import getpass
+
+        try:
+            username = getpass.getuser()
+        except (KeyError, OSError):
+            username = str(os.getuid())
     submit_time = int(desc.submit_time)
     base = _base_ad(submit_time, config)
     jobs: list[Job] = []
