@@ -379,7 +379,8 @@ class Engine(ResMgr):
             self._publish_claim(slot)
             self._changed.add(slot.name)
             self._reply(inp, "release_claim", True, "", c.id, slot.name)
-            self._eval_slot(slot)
+            # command_release_claim: Resource::removeClaim and nothing more; a job retiring for the
+            # preempting claim un-retires at the next poll (ResState::eval_policy, mayUnretire)
             return None
         if slot.state not in (State.CLAIMED, State.MATCHED):
             return self._reply(inp, "release_claim", False, f"{slot.name} is {slot.state.value}/"

@@ -13,7 +13,7 @@ import secrets
 from typing import Any, Callable
 
 from ..classad import ClassAd
-from ..classad.ast import Literal, Node
+from ..classad.ast import Node
 from ..classad.jsonform import value_to_json_obj
 from ..qube import duty_attrs
 from .. import slots as _slots
@@ -140,8 +140,6 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
     def _apply_config(self, conf: Any) -> None:
         """Read the knobs the engine uses; raises ConfigError (and changes nothing) when one is bad."""
         knobs = read_policy(conf)
-        for s in getattr(self, "slots", {}).values():
-            self._timers.mark(s)  # what the ads are rebuilt from may set a timer (CLAIM_WORKLIFE)
         self._qube_gone = set(self.knobs.qube) - set(knobs.qube)
         self.knobs = knobs
         self.conf = conf
@@ -340,24 +338,13 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
             return (k, 1, 0, 0), self._backfill_gone
         return head
 
-    def _timers_of(self, slot: Slot) -> tuple[list[tuple[Key, Callable[[], None]]], bool]:
-        """The timers of one slot for the queue, and whether they must be computed afresh on every read
-        (the end of retirement and CLAIM_WORKLIFE read the clock and expressions, not just fields)."""
+    def _timers_of(self, slot: Slot) -> list[tuple[Key, Callable[[], None]]]:
+        """The timers of one slot for the queue: its own, then its hooks'."""
         seq = slot.seq
         out: list[tuple[Key, Callable[[], None]]] = [
             ((t, 0, seq, i), fn) for i, (t, fn) in enumerate(self._slot_timers(slot))]
         out += [((t, 2, seq, i), fn) for i, (t, fn) in enumerate(self._slot_hook_timers(slot))]
-        c = slot.claim
-        # CLAIM_WORKLIFE as a constant (or not set) is read again when the ad is rebuilt (_timers_stale)
-        worklife = slot.ad._attrs.get("claim_worklife")
-        volatile = slot.state == State.CLAIMED and c is not None and (
-            (slot.activity == Activity.RETIRING and c.job_state == "running")
-            or (slot.activity == Activity.IDLE and c.activations > 0 and c.began is not None
-                and worklife is not None and type(worklife) is not Literal))
-        return out, volatile
-
-    def _timers_stale(self, slot: Slot) -> None:
-        self._timers.mark(slot)
+        return out
 
     def _fire_timers(self, now: float) -> None:
         for _ in range(10000):

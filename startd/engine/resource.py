@@ -201,9 +201,6 @@ class ResourceBase:
     def _settle_slot(self, slot: Slot, read: bool = False) -> None:
         """Write ``slot``'s part of the figures a pass left unwritten (see :mod:`.quiet`); nothing here."""
 
-    def _timers_stale(self, slot: Slot) -> None:
-        """What ``slot``'s timers are computed from may have changed (provided by the machine)."""
-
     def _drain_seen(self) -> tuple[int, ...]:
         """The draining expectations as they stand, as a slot records having published them."""
         return tuple(self._drain_expect.values())

@@ -18,13 +18,12 @@ methods this layer calls on them are declared at the end.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
 
 from .claim import Claim
-from .convert import as_int as _as_int, eval_to_bool as _eval_to_bool
+from .convert import eval_to_bool as _eval_to_bool
 from .events import BackfillCommand, JobCommand, RunBenchmarks
 from .explain import Explaining
 from .resource import Slot
@@ -504,8 +503,10 @@ class ResState(Explaining):
                       {"reason": "KILLING_TIMEOUT expired", "signal": 9})
 
     def _slot_timers(self, slot: Slot) -> list[Timer]:
-        """The slot's own timers that are set: MATCH_TIMEOUT, the claim lease, the vacate and killing
-        deadlines, the end of retirement and CLAIM_WORKLIFE."""
+        """The slot's own timers that are set: MATCH_TIMEOUT, the claim lease and its sendAlive, the vacate
+        and killing deadlines, a deactivated job's soft kill. The end of retirement and CLAIM_WORKLIFE are
+        no timers: Resource::retirementExpired and claimWorklifeExpired are read only by
+        ResState::eval_policy, at the polls and updates and when a slot enters Idle or Retiring."""
         out: list[Timer] = []
         c = slot.claim
         if slot.match_deadline is not None and slot.state == State.MATCHED:
@@ -521,16 +522,6 @@ class ResState(Explaining):
         if slot.state == State.CLAIMED and c is not None:
             if c.softkill_at is not None and c.job_state in ("running", "suspended"):
                 out.append((c.softkill_at, partial(self._softkill_expired, slot)))
-            if slot.activity == Activity.RETIRING and c.job_state == "running":
-                due = self.now + max(self._retirement_left(slot) - self._max_vacate(slot), 0.0)
-                if math.isfinite(due):
-                    out.append((due, partial(self._eval_slot, slot)))
-            if slot.activity == Activity.IDLE and c.activations > 0 and c.began is not None \
-                    and "CLAIM_WORKLIFE" in slot.ad:
-                wl = _as_int(self._eval(slot, "CLAIM_WORKLIFE", None))
-                if wl is not None and wl >= 0:
-                    # Resource::claimWorklifeExpired: the claim's age must exceed the worklife, in whole seconds
-                    out.append((c.began + wl + 1, partial(self._eval_slot, slot)))
         return out
 
     # ------------------------------------------------------------------ provided by the layers above

@@ -445,6 +445,5 @@ class SlotAds(ResourceBase):
                                                         self.now)
         if changed:
             slot.written.clear()  # a cron ad may set any name
-            self._timers_stale(slot)  # ... CLAIM_WORKLIFE too
         return changed
 

@@ -6,10 +6,9 @@ slot's timers are computed again the next time the queue is read. Entries of an 
 the heap and are skipped when they come up (lazy invalidation), so reading the next timer costs
 O(log n) however many slots there are.
 
-A few timers depend on more than those fields: the end of a retirement (the clock, MaxJobRetirementTime
-as it evaluates now, the other slots while the machine drains) and CLAIM_WORKLIFE (an expression). A
-slot holding such a timer is *volatile*: its timers are computed afresh on every read, as they were
-before this queue existed. Few slots are volatile at once.
+No timer reads the clock or an expression: the end of retirement and CLAIM_WORKLIFE are not timers in
+the startd (``Resource::retirementExpired`` and ``claimWorklifeExpired`` are read by
+``ResState::eval_policy`` at the polls), so a slot's timers change only when its fields do.
 
 Ties are broken as the full list of timers was ordered: by time, then group (slot timers, the backfill
 client's kill, the hooks'), then the slot's place in the slot table, then the timer's place in its list.
@@ -23,8 +22,8 @@ from typing import Any
 
 Fire = Callable[[], None]
 Key = tuple[float, int, int, int]
-# (time, group, slot seq, index) -> fn: the timers of one slot, and whether the slot is volatile
-Compute = Callable[[Any], tuple[list[tuple[Key, Fire]], bool]]
+# (time, group, slot seq, index) -> fn: the timers of one slot
+Compute = Callable[[Any], list[tuple[Key, Fire]]]
 
 
 class TimerQueue:
@@ -37,7 +36,6 @@ class TimerQueue:
         self._live: dict[int, int] = {}  # slot seq -> how many entries that version has
         self._live_total = 0
         self._dirty: dict[int, Any] = {}  # slot seq -> slot, in the order they were marked
-        self._volatile: dict[int, Any] = {}
 
     def mark(self, slot: Any) -> None:
         """``slot``'s timers may have changed: compute them again at the next read."""
@@ -47,7 +45,6 @@ class TimerQueue:
         """``slot`` is gone: none of its timers fires any more."""
         seq = slot.seq
         self._dirty.pop(seq, None)
-        self._volatile.pop(seq, None)
         self._live_total -= self._live.pop(seq, 0)
         self._version.pop(seq, None)  # its entries left in the heap are stale from now on
 
@@ -55,14 +52,10 @@ class TimerQueue:
         dirty, self._dirty = self._dirty, {}
         heap = self._heap
         for seq, slot in dirty.items():
-            entries, volatile = self._compute(slot)
+            entries = self._compute(slot)
             ver = self._version.get(seq, 0) + 1
             self._version[seq] = ver
             self._live_total -= self._live.pop(seq, 0)
-            if volatile:
-                self._volatile[seq] = slot
-                continue
-            self._volatile.pop(seq, None)
             for (t, group, s, i), fn in entries:
                 heapq.heappush(heap, (t, group, s, i, ver, fn))
             self._live[seq] = len(entries)
@@ -78,21 +71,14 @@ class TimerQueue:
         heap, version = self._heap, self._version
         while heap and version.get(heap[0][2]) != heap[0][4]:
             heapq.heappop(heap)
-        best: tuple[Key, Fire] | None = None
-        if heap:
-            t, group, s, i, _, fn = heap[0]
-            best = ((t, group, s, i), fn)
-        for slot in self._volatile.values():
-            for key, fn in self._compute(slot)[0]:
-                if best is None or key < best[0]:
-                    best = (key, fn)
-        return best
+        if not heap:
+            return None
+        t, group, s, i, _, fn = heap[0]
+        return (t, group, s, i), fn
 
     def all(self) -> list[tuple[Key, Fire]]:
         """Every timer that is set, in firing order (for tests and diagnostics: O(n log n))."""
         if self._dirty:
             self._refresh()
         out = [((t, g, s, i), fn) for t, g, s, i, v, fn in self._heap if self._version.get(s) == v]
-        for slot in self._volatile.values():
-            out.extend(self._compute(slot)[0])
         return sorted(out, key=lambda e: e[0])

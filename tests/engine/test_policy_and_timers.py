@@ -92,10 +92,13 @@ def test_retirement_does_not_count_time_suspended() -> None:
     d.do(SuspendClaim(now=20, claim_id="c1"))
     d.do(RequestClaim(now=21, slot="slot1", claim_id="c2", job=job(Owner="bob")))
     d.do(ContinueClaim(now=71, claim_id="c1"))
-    # ran 9 s before the suspension, so 91 s of retirement are left at 71
+    # ran 9 s before the suspension, so 91 s of retirement are left at 71: they are over at 162, and the
+    # first poll after that (every 5 s from the job's start at 11) ends the retirement
     d.until(161)
     assert d.state() == "Claimed/Retiring"
-    d.until(162.5)
+    d.until(165.9)
+    assert d.state() == "Claimed/Retiring"
+    d.until(166)
     assert d.state() != "Claimed/Retiring"
 
 

@@ -210,7 +210,11 @@ def test_transition_19_unretire_when_the_preempting_claim_goes_away() -> None:
     d = claimed_busy('RANK = Owner == "bob"\nMAXJOBRETIREMENTTIME = 1000\n')
     d.do(RequestClaim(now=20, slot="slot1", claim_id="c2", job=job(Owner="bob")))
     d.do(ReleaseClaim(now=30, claim_id="c2"))
-    assert d.state() == "Claimed/Busy" and d.numbers()[-1] == 19
+    # command_release_claim only removes the preempting claim (Resource::removeClaim); the next poll
+    # (every 5 s from the job's start at 11) finds the retirement reversible (Resource::mayUnretire)
+    assert d.state() == "Claimed/Retiring"
+    d.until(31)
+    assert d.state() == "Claimed/Busy" and d.numbers()[-1] == 19 and d.transitions()[-1].t == 31
 
 
 def test_transition_20_retiring_to_suspended() -> None:
