@@ -123,6 +123,8 @@ class Channel:
         self._finals: tuple[bytes, bytes] | None = None
         self._first_sent = False
         self._first_received = False
+        #: whole messages read so far (a connection that has read none is idle)
+        self.messages_read = 0
 
     @property
     def encrypted(self) -> bool:
@@ -210,6 +212,7 @@ class Channel:
                     aad = header
                 parts.append(self._gcm.open(body, aad))
             if end:
+                self.messages_read += 1
                 return b"".join(parts)
 
     # -- writing -----------------------------------------------------------------------------------------

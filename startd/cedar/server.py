@@ -2,8 +2,11 @@
 
 - Every message must arrive whole within the read timeout (``STARTD_CEDAR_READ_TIMEOUT``); a client that
   stalls, trickles or sends half a message is closed.
-- At most ``STARTD_CEDAR_MAX_CONNECTIONS`` connections are open at once; past that a new one is closed at
-  once, so hundreds of idle clients cost no more than that many.
+- At most ``STARTD_CEDAR_MAX_CONNECTIONS`` connections are open at once. When a new one comes past that,
+  the oldest connection that has not sent a whole message within :data:`IDLE_GRACE` seconds of its
+  opening makes room for it (a client sends its first message as soon as it connects: one that did not is
+  idle or stalling); when there is none, the new one is closed at once. Hundreds of idle clients so cost
+  no more than that many connections, and cannot keep a real client out.
 - Before authorization a message may hold at most 64 KiB (:data:`~.protocol.PRE_AUTH_LIMIT`); a packet
   over 1 MiB or a header that makes no sense ends the connection.
 - Everything runs on the event loop between awaits that read or write, in small steps; the daemon's
@@ -34,6 +37,8 @@ log = structlog.get_logger("startd.cedar")
 DEFAULT_READ_TIMEOUT = 20.0
 #: STARTD_CEDAR_MAX_CONNECTIONS's default
 DEFAULT_MAX_CONNECTIONS = 64
+#: Seconds after which a connection that has sent no whole message may be closed to make room
+IDLE_GRACE = 1.0
 
 
 def sinful(host: str, port: int) -> str:
@@ -74,7 +79,8 @@ class CedarServer:
         self.max_connections = max_connections
         self.sessions = sessions if sessions is not None else SessionCache()
         self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        #: each connection's task -> (when it was accepted, its channel once made)
+        self._tasks: dict[asyncio.Task[Any], list[Any]] = {}
         self._turned_away = 0
         self._at_cap = False
         #: connections served, and those closed for breaking the protocol (for tests and metrics)
@@ -129,31 +135,47 @@ class CedarServer:
                 pass
             self._server = None
 
+    def _make_room(self) -> bool:
+        """Close the oldest connection idle past IDLE_GRACE; whether there was one."""
+        now = asyncio.get_running_loop().time()
+        idle = [(entry[0], task) for task, entry in self._tasks.items()
+                if now - entry[0] >= IDLE_GRACE and (entry[1] is None or entry[1].messages_read == 0)]
+        if not idle:
+            return False
+        _, task = min(idle, key=lambda x: x[0])
+        task.cancel()
+        del self._tasks[task]
+        self._turned_away += 1
+        return True
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self._tasks) >= self.max_connections:
-            self._turned_away += 1
             if not self._at_cap:
                 self._at_cap = True
-                log.warning("cedar connection limit reached, closing new connections",
+                log.warning("cedar connection limit reached: idle connections make room, else new ones are closed",
                             max_connections=self.max_connections, knob="STARTD_CEDAR_MAX_CONNECTIONS")
-            writer.transport.abort()
-            return
-        if self._at_cap:
-            log.info("cedar connections accepted again", turned_away=self._turned_away)
+            if not self._make_room():
+                self._turned_away += 1
+                writer.transport.abort()
+                return
+        elif self._at_cap:
+            log.info("cedar connections below the limit again", turned_away=self._turned_away)
             self._at_cap = False
             self._turned_away = 0
         task = asyncio.current_task()
         assert task is not None
-        self._tasks.add(task)
+        entry: list[Any] = [asyncio.get_running_loop().time(), None]
+        self._tasks[task] = entry
         try:
-            await self._serve(reader, writer)
+            await self._serve(reader, writer, entry)
         finally:
-            self._tasks.discard(task)
+            self._tasks.pop(task, None)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, entry: list[Any]) -> None:
         peername = writer.get_extra_info("peername") or ("?", 0)
         peer = Peer(str(peername[0]), int(peername[1]), _is_loopback(str(peername[0])))
         channel = Channel(reader, writer, read_timeout=self.read_timeout)
+        entry[1] = channel
         try:
             await serve_connection(channel, peer, self.security, self.sessions, self.backend)
             self.served += 1
@@ -161,6 +183,11 @@ class CedarServer:
             self.failed += 1
             log.warning("cedar connection closed", peer=str(peer), reason=str(e))
         except asyncio.CancelledError:
+            if self._server is not None and self._server.is_serving():
+                # made room for a newer connection (the listener is not closing): not an error to pass on
+                log.info("cedar connection closed", peer=str(peer),
+                         reason="idle while the connection limit was reached (STARTD_CEDAR_MAX_CONNECTIONS)")
+                return
             raise
         except Exception:  # noqa: BLE001 - one connection must never stop the listener
             self.failed += 1
