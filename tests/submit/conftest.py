@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import sys
+import tempfile
 from pathlib import Path
-from typing import AsyncIterator, Awaitable, Callable
+from typing import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 
@@ -37,12 +39,16 @@ async def live_daemon(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[D
 
 
 @pytest.fixture
-def job_dir(tmp_path: Path) -> Path:
-    """A submit directory owned by nobody (the account a root daemon runs an unvouched-for job as)."""
-    d = tmp_path / "submit"
-    d.mkdir()
-    os.chmod(tmp_path, 0o755)
+def job_dir() -> Iterator[Path]:
+    """A submit directory owned by nobody (the account a root daemon runs an unvouched-for job as), where
+    nobody can reach it (pytest's own directories are private to root); removed afterwards."""
+    d = Path(tempfile.mkdtemp(prefix="startd-submit-test-"))
+    os.chmod(d, 0o755)
     if os.geteuid() == 0:
         nobody = pwd.getpwnam("nobody")
         os.chown(d, nobody.pw_uid, nobody.pw_gid)
-    return d
+    yield d
+    for sub in d.rglob("*"):
+        if sub.is_dir():
+            os.chmod(sub, 0o755)
+    shutil.rmtree(d, ignore_errors=True)
