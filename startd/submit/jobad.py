@@ -26,7 +26,7 @@ from ..classad.argsenv import (
 )
 from ..classad.values import UNDEFINED
 from .files import input_size_kb, size_kb
-from .keywords import KNOWN_KEYWORDS
+from .helpers import base_ad, bool_text, file_list, getenv_filter, parse_bytes, unused_warnings
 from .language import SubmitDescription, SubmitError, SubmitMacros
 from .queue import parse_queue_args, row_values
 from .requirements import requirements_expr
@@ -37,7 +37,6 @@ _UNIVERSES = {"vanilla": 5, "standard": 1, "scheduler": 7, "grid": 9, "java": 10
               "vm": 13, "docker": 5, "container": 5}
 #: Keys that are job attributes written as keys (condor_submit accepts ``Cmd``, ``Iwd``... for the keywords).
 _NOTIFY = {"never": 0, "always": 1, "complete": 2, "error": 3, "start": 4}
-_UNIT = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 @dataclass
@@ -48,26 +47,6 @@ class Job:
     proc: int
     ad: ClassAd
     queue_line: int
-
-
-def _bool_text(text: str) -> bool | None:
-    low = text.strip().lower()
-    if low in ("true", "yes", "t", "y", "1"):
-        return True
-    if low in ("false", "no", "f", "n", "0"):
-        return False
-    return None
-
-
-def parse_bytes(text: str, unit: int) -> int | None:
-    """``parse_int64_bytes``: an integer or real with an optional K/M/G/T (and B) suffix, in multiples of
-    ``unit`` bytes, rounded up; None when the text is not such a number (then it is an expression)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([KMGTkmgt]?)([Bb]?)\s*", text)
-    if not m:
-        return None
-    scale = _UNIT[m.group(2).upper()] if m.group(2) else (_UNIT["B"] if m.group(3) else unit)
-    value = float(m.group(1)) * scale
-    return int(-(-value // unit))
 
 
 class _Job:
@@ -106,7 +85,7 @@ class _Job:
         value = self.param(name, alt)
         if value is None:
             return default
-        b = _bool_text(value)
+        b = bool_text(value)
         if b is None:
             raise SubmitError(f"{name}={value} is invalid, must eval to a boolean.", *self.where)
         return b
@@ -224,7 +203,7 @@ class _Job:
             raise self.error(f"{e}\nThe environment you specified was: '{text}'") from None
         getenv = self.param("getenv", "get_env")
         if getenv:
-            imported = _getenv(getenv)
+            imported = getenv_filter(getenv)
             for k, v in imported.items():
                 env.setdefault(k, v)
         prefer_v1 = bool(env1 and not env2 and self.m.raw("env") is not None and
@@ -404,9 +383,9 @@ class _Job:
         del proc
 
     def set_transfer_files(self) -> None:
-        inputs = _file_list(self.param("transfer_input_files", "TransferInputFiles"))
+        inputs = file_list(self.param("transfer_input_files", "TransferInputFiles"))
         outputs_text = self.param("transfer_output_files", "TransferOutputFiles")
-        outputs = _file_list(outputs_text)
+        outputs = file_list(outputs_text)
         in_kb = 0
         for name in inputs:
             self.check_open(name, write=False)
@@ -507,67 +486,6 @@ class _Job:
             self.set_expr(attr, value)
 
 
-def _getenv(spec: str) -> dict[str, str]:
-    """``getenv = true`` imports the submitter's environment; a list of names (``*`` wildcards, ``!`` to
-    exclude) imports those (``WhiteBlackEnvFilter``)."""
-    b = _bool_text(spec)
-    if b is not None:
-        return dict(os.environ) if b else {}
-    allow: list[str] = []
-    deny: list[str] = []
-    for word in re.split(r"[\s,]+", spec.strip()):
-        if word:
-            (deny if word.startswith("!") else allow).append(word.lstrip("!"))
-
-    def hit(name: str, pats: list[str]) -> bool:
-        return any(re.fullmatch(re.escape(p).replace(r"\*", ".*"), name, re.IGNORECASE) for p in pats)
-
-    return {k: v for k, v in os.environ.items() if hit(k, allow) and not hit(k, deny)}
-
-
-def _file_list(text: str | None) -> list[str]:
-    """A comma-separated file list as condor_submit splits it (``trim_and_strip_quotes_in_place``)."""
-    if not text:
-        return []
-    text = text.strip()
-    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
-        text = text[1:-1]
-    return [w.strip() for w in text.split(",") if w.strip()]
-
-
-def _base_ad(submit_time: int, config: Mapping[str, str | None]) -> ClassAd:
-    """``SubmitHash::init_base_ad`` (condor_submit -dry-run: no schedd version)."""
-    ad = ClassAd()
-    ad["MyType"] = "Job"
-    ad["TargetType"] = "Machine"
-    ad["QDate"] = submit_time
-    ad["JobSubmitMethod"] = 0
-    ad.set_expr("Owner", "Undefined")
-    for name in ("RemoteWallClockTime", "RemoteUserCpu", "RemoteSysCpu", "CumulativeRemoteUserCpu",
-                 "CumulativeRemoteSysCpu"):
-        ad[name] = 0.0
-    for name in ("ExitStatus", "NumCkpts", "NumJobStarts", "NumJobCompletions", "NumRestarts", "NumSystemHolds",
-                 "CommittedTime", "CommittedSlotTime", "CumulativeSlotTime", "TotalSuspensions",
-                 "LastSuspensionTime", "CumulativeSuspensionTime", "CommittedSuspensionTime"):
-        ad[name] = 0
-    ad["ExitBySignal"] = False
-    for knob in ("SUBMIT_ATTRS", "SUBMIT_EXPRS", "SYSTEM_SUBMIT_ATTRS"):
-        for name in re.split(r"[\s,]+", config.get(knob) or ""):
-            if not name or name.startswith("+") or name.lower().startswith("my."):
-                continue
-            value = config.get(name)
-            if value:
-                try:
-                    ad[name] = parse_expr(value)
-                except ClassAdSyntaxError:
-                    continue  # "could not insert SUBMIT_ATTR": dprintf only
-    from ..config.host import CONDOR_VERSION_STRING
-
-    ad["SubmitVersion"] = CONDOR_VERSION_STRING
-    ad["CondorPlatform"] = "$CondorPlatform: X86_64-Linux $"
-    return ad
-
-
 def make_jobs(desc: SubmitDescription, config: Mapping[str, str | None], *, cluster: int = 1, cwd: str | None = None,
               check_files: bool = True, username: str = "", warnings: list[str] | None = None) -> list[Job]:
     """Every job of the submit description, in order, as condor_submit makes them (``submit_jobs``). Warnings
@@ -581,7 +499,7 @@ def make_jobs(desc: SubmitDescription, config: Mapping[str, str | None], *, clus
         except (KeyError, OSError):
             username = str(os.getuid())
     submit_time = int(desc.submit_time)
-    base = _base_ad(submit_time, config)
+    base = base_ad(submit_time, config)
     jobs: list[Job] = []
     exe_kb: dict[str, int] = {}
     warn = warnings if warnings is not None else []
@@ -663,20 +581,6 @@ def _fill(j: _Job, proc: int, submit_time: int, exe_kb: dict[str, int]) -> None:
 def ad_value_is_undefined(ad: ClassAd, attr: str) -> bool:
     """Whether ``attr`` is absent or evaluates to undefined."""
     return attr not in ad or ad.evaluate(attr) is UNDEFINED
-
-
-def unused_warnings(desc: SubmitDescription, used: set[str]) -> list[str]:
-    """``SubmitHash::warn_unused``: a line for each key neither a keyword nor referenced by a macro."""
-    out = []
-    for d in desc.macros.table.values():
-        key = d.name
-        low = key.lower()
-        if key.startswith("+") or "." in key or key.upper() in used:
-            continue
-        if low in KNOWN_KEYWORDS or low.startswith(("request_", "require_")):
-            continue
-        out.append(f"the line '{key} = {d.raw}' was unused by condor_submit. Is it a typo?")
-    return out
 
 
 def job_value(ad: ClassAd, attr: str) -> Any:
