@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..classad import ClassAd, ClassAdSyntaxError, parse_expr
+from ..classad import ClassAd, ClassAdSyntaxError
 from ..classad.argsenv import (
     ArgumentsError, EnvironmentSyntaxError, join_args_v2, join_env_v2, merge_env_v1_auto_delim, merge_env_v2,
     split_args_v1, split_args_v2, v1_wacked_to_raw, v2_quoted_to_raw,
