@@ -132,15 +132,15 @@ class _Slot:
     partitionable: bool
     cpus: float | None
     memory: int | None
-    disk_fraction: float | None
-    swap_fraction: float | None
+    disk: int | None  # KB
+    swap: int | None  # KB
     custom: dict[str, float | None]
     allow_fractional_cpus: bool
     constraints: dict[str, str]
 
 
 def _concrete(spec: SlotTypeSpec, totals_cpus: int, totals_mem: int, custom: dict[str, CustomResource],
-              partitionable: bool, total_disk: float, virt_mem: float) -> _Slot:
+              partitionable: bool, free_disk: int, virt_mem: int) -> _Slot:
     """Turn fraction shares into amounts (HTCondor's compute_local_resource); auto stays None."""
 
     def amount(share: Share, total: float, minimum: float) -> float | None:
@@ -159,13 +159,14 @@ def _concrete(spec: SlotTypeSpec, totals_cpus: int, totals_mem: int, custom: dic
     mem = amount(mem_share, totals_mem, 0 if spec.allow_fractional_cpus else 1)
     memory = None if mem is None else int(mem)
 
-    def fraction(share: Share, total: float) -> float | None:
-        """Disk and swap are laid out as fractions of the machine's; a size in KB is its part of it."""
+    def size(share: Share, total: int) -> int | None:
+        """Disk and swap in whole KB, as CpuAttributes::buildSlotRequest asks for them
+        (compute_local_resource: a fraction of the total, truncated; PROVISION_FRACTIONAL_DISK is off)."""
         if share.is_auto:
             return None
         if share.kind in ("fraction", "minimal"):
-            return share.value
-        return share.value / total if total > 0 else 0.0
+            return int(share.value * total)
+        return int(share.value)
 
     cust: dict[str, float | None] = {}
     for name, res in custom.items():
@@ -173,8 +174,8 @@ def _concrete(spec: SlotTypeSpec, totals_cpus: int, totals_mem: int, custom: dic
         v = amount(share, res.count, 0)
         # custom resources are counted in whole units (a slot gets 1 of 3 GPUs, never 1.5)
         cust[name] = None if v is None else float(math.floor(v + 1e-9))
-    return _Slot(spec.type_id, partitionable, cpus, memory, fraction(spec.shares["disk"], total_disk),
-                 fraction(spec.shares["swap"], virt_mem), cust, spec.allow_fractional_cpus, dict(spec.constraints))
+    return _Slot(spec.type_id, partitionable, cpus, memory, size(spec.shares["disk"], free_disk),
+                 size(spec.shares["swap"], virt_mem), cust, spec.allow_fractional_cpus, dict(spec.constraints))
 
 
 def _fmt(v: float) -> str:
@@ -228,6 +229,7 @@ def build_layout(conf: "Config", host: Any) -> MachineLayout:
     total_disk = float(disk_knob if disk_knob is not None else (host_disk or 0))
     reserved_disk = _int_knob(conf, "RESERVED_DISK", overrides, 0) or 0
     total_disk = max(0.0, total_disk - reserved_disk * 1024)
+    free_disk = math.floor(total_disk)  # the execute partition's free space, in whole KB
     reserved_swap = _int_knob(conf, "RESERVED_SWAP", overrides, 0) or 0
     virt_mem = max(0, int(host_swap or 0) - reserved_swap * 1024)
 
@@ -265,8 +267,8 @@ def build_layout(conf: "Config", host: Any) -> MachineLayout:
     # Explicit shares first: every one is subtracted from what is available.
     avail_cpus: float = num_cpus
     avail_mem = phys_mem
-    avail_disk = 1.0
-    avail_swap = 1.0
+    avail_disk = free_disk  # AvailAttributes: what is left of the partition's free disk, in KB
+    avail_swap = virt_mem
     avail_custom = {n: r.count for n, r in custom.items()}
     auto_cpus = auto_mem = auto_disk = auto_swap = 0
     auto_custom = {n: 0 for n in custom}
@@ -275,7 +277,7 @@ def build_layout(conf: "Config", host: Any) -> MachineLayout:
         knob = f"SLOT_TYPE_{t}" if t else "NUM_SLOTS"
         spec = parse_slot_type(conf, t, type_texts[t], custom)
         for j in range(counts[t]):
-            s = _concrete(spec, num_cpus, phys_mem, custom, partitionable[t], total_disk, virt_mem)
+            s = _concrete(spec, num_cpus, phys_mem, custom, partitionable[t], free_disk, virt_mem)
             over: list[str] = []
             new_cpus = avail_cpus
             if s.cpus is not None and not (s.allow_fractional_cpus and s.cpus < 0.5):
@@ -286,12 +288,12 @@ def build_layout(conf: "Config", host: Any) -> MachineLayout:
             new_mem = avail_mem - (s.memory or 0)
             if new_mem < _FLOOR:
                 over.append(f"memory (asks {s.memory} MB, {avail_mem} MB left)")
-            new_disk = avail_disk - (s.disk_fraction or 0)
-            if new_disk < _FLOOR:
-                over.append(f"disk (asks {(s.disk_fraction or 0) * 100:.0f}%, {max(avail_disk, 0) * 100:.0f}% left)")
-            new_swap = avail_swap - (s.swap_fraction or 0)
-            if new_swap < _FLOOR:
-                over.append(f"swap (asks {(s.swap_fraction or 0) * 100:.0f}%, {max(avail_swap, 0) * 100:.0f}% left)")
+            new_disk = avail_disk - (s.disk or 0)
+            if new_disk < 0:
+                over.append(f"disk (asks {s.disk} KB, {max(avail_disk, 0)} KB left)")
+            new_swap = avail_swap - (s.swap or 0)
+            if new_swap < 0:
+                over.append(f"swap (asks {s.swap} KB, {max(avail_swap, 0)} KB left)")
             new_custom = dict(avail_custom)
             for n, v in s.custom.items():
                 if v is not None:
@@ -305,8 +307,8 @@ def build_layout(conf: "Config", host: Any) -> MachineLayout:
                 new_cpus, new_mem, new_disk, new_swap, new_custom)
             auto_cpus += s.cpus is None
             auto_mem += s.memory is None
-            auto_disk += s.disk_fraction is None
-            auto_swap += s.swap_fraction is None
+            auto_disk += s.disk is None
+            auto_swap += s.swap is None
             for n, v in s.custom.items():
                 auto_custom[n] += v is None
             slots.append(s)
@@ -330,14 +332,16 @@ def build_layout(conf: "Config", host: Any) -> MachineLayout:
                 raise config_error(conf, knob, f"can't allocate slot {i + 1}: the machine is over-committed on "
                                    f"memory ({avail_mem} MB left for {auto_mem} slots)")
             s.memory = share_mem
-        if s.disk_fraction is None:
-            s.disk_fraction = avail_disk / auto_disk
-            if s.disk_fraction <= 0:
+        # AvailAttributes::computeAutoShares: an integer division of what is left, the remainder unused
+        # (a machine whose disk or swap is not known yet, 0, gets slots of 0 until it is)
+        if s.disk is None:
+            s.disk = avail_disk // auto_disk
+            if s.disk <= 0 and free_disk > 0:
                 raise config_error(conf, knob, f"can't allocate slot {i + 1}: the machine is over-committed on "
                                    "disk (none left)")
-        if s.swap_fraction is None:
-            s.swap_fraction = avail_swap / auto_swap
-            if s.swap_fraction <= 0:
+        if s.swap is None:
+            s.swap = avail_swap // auto_swap
+            if s.swap <= 0 and virt_mem > 0:
                 raise config_error(conf, knob, f"can't allocate slot {i + 1}: the machine is over-committed on "
                                    "swap (none left)")
         for n, v in s.custom.items():
@@ -368,8 +372,8 @@ def build_layout(conf: "Config", host: Any) -> MachineLayout:
             # every share was filled in above, so cpus is set
             cpus=cast(float, s.cpus) if s.allow_fractional_cpus else int((s.cpus or 0) + 0.1),
             memory=int(s.memory or 0),
-            disk=math.ceil(round(total_disk * (s.disk_fraction or 0), 6)),  # a size in KB stays exact
-            swap=math.floor(virt_mem * (s.swap_fraction or 0)),
+            disk=s.disk or 0,
+            swap=s.swap or 0,
             custom={n: int(v or 0) for n, v in s.custom.items()},
         )
         cp = False
@@ -380,12 +384,16 @@ def build_layout(conf: "Config", host: Any) -> MachineLayout:
         name_prefix = conf.get(f"SLOT_TYPE_{s.type_id}_NAME_PREFIX") or prefix_default
         defs.append(SlotDef(
             id=i + 1, type_id=s.type_id, resources=res, partitionable=s.partitionable,
-            custom_ids=ids, consumption_policy=cp, disk_fraction=s.disk_fraction or 0.0,
-            swap_fraction=s.swap_fraction or 0.0, raw_cpus=float(s.cpus or 0),
+            custom_ids=ids, consumption_policy=cp, disk_fraction=(s.disk or 0) / free_disk if free_disk else 0.0,
+            swap_fraction=(s.swap or 0) / virt_mem if virt_mem else 0.0, raw_cpus=float(s.cpus or 0),
             allow_fractional_cpus=s.allow_fractional_cpus, prefix=name_prefix,
         ))
 
-    totals = Resources(cpus=num_cpus, memory=phys_mem, disk=math.floor(total_disk), swap=virt_mem,
+    # TotalDisk is the disk provisioned to the slots (AvailAttributes::update_provisioned_disk,
+    # MachAttributes::publish_static): the whole free disk when a slot takes an auto share of it, else
+    # what the slots' shares add up to
+    provisioned_disk = free_disk if auto_disk else free_disk - avail_disk
+    totals = Resources(cpus=num_cpus, memory=phys_mem, disk=provisioned_disk, swap=virt_mem,
                        custom={n: r.count for n, r in custom.items()})
     detected = Resources(cpus=int(det_cpus), memory=int(det_mem), disk=int(host_disk or 0),
                          swap=int(host_swap or 0), custom={n: r.detected for n, r in custom.items()})

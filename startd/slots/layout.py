@@ -80,7 +80,8 @@ class MachineLayout:
     """The machine as the startd divides it.
 
     ``detected`` is what the host has (DetectedCpus, DetectedMemory, ...); ``totals`` is what slots may
-    use after NUM_CPUS, MEMORY, DISK and the RESERVED_* knobs (TotalCpus, TotalMemory, ...).
+    use after NUM_CPUS, MEMORY, DISK and the RESERVED_* knobs (TotalCpus, TotalMemory, ...); its disk is
+    the disk provisioned to the slots (TotalDisk: all the free disk when a slot takes an auto share).
     ``slots`` are the static and partitionable slots in slot-number order.
     """
 

@@ -142,6 +142,32 @@ def test_absolute_disk_is_a_size_in_kilobytes() -> None:
     assert [s.resources.disk for s in lay.slots] == [2000, 2 * 1024 * 1024, 1024]
 
 
+def test_auto_disk_shares_round_down_to_whole_kilobytes() -> None:
+    # AvailAttributes::computeAutoShares divides whole KB (PROVISION_FRACTIONAL_DISK is off, ResAttributes.h):
+    # three slots on 10,000,000 KB get 3,333,333 each, the last kilobyte is nobody's; swap likewise
+    lay = layout("NUM_SLOTS = 3\nSLOT_TYPE_0_PARTITIONABLE = False", cpus=3, disk=10_000_000, swap=1_000_000)
+    assert [s.resources.disk for s in lay.slots] == [3_333_333] * 3
+    assert [s.resources.swap for s in lay.slots] == [333_333] * 3
+    assert lay.totals.disk == 10_000_000  # an auto share provisions the whole free disk
+
+
+def test_a_disk_percentage_is_truncated_to_whole_kilobytes() -> None:
+    # CpuAttributes::buildSlotRequest: compute_local_resource(free_disk, share) casts -share * free_disk
+    lay = layout("SLOT_TYPE_1 = cpus=1, disk=1/3\nNUM_SLOTS_TYPE_1 = 3", cpus=3, disk=10_000_000)
+    assert [s.resources.disk for s in lay.slots] == [3_333_333] * 3
+
+
+def test_total_disk_is_the_provisioned_disk_without_an_auto_share() -> None:
+    # AvailAttributes::update_provisioned_disk: with no auto disk share the partition's provisioned disk is
+    # what the slots' shares took; MachAttributes::publish_static publishes that as TotalDisk
+    lay = layout("SLOT_TYPE_1 = cpus=1, disk=50%\nNUM_SLOTS_TYPE_1 = 1", disk=10_000_000)
+    assert lay.slots[0].resources.disk == 5_000_000 and lay.totals.disk == 5_000_000
+    lay = layout("SLOT_TYPE_1 = cpus=1, disk=25%\nNUM_SLOTS_TYPE_1 = 2\n"
+                 "SLOT_TYPE_2 = cpus=1, disk=auto\nNUM_SLOTS_TYPE_2 = 1", disk=10_000_000)
+    assert [s.resources.disk for s in lay.slots] == [2_500_000, 2_500_000, 5_000_000]
+    assert lay.totals.disk == 10_000_000
+
+
 def test_a_slot_type_without_commas_is_split_on_white_space() -> None:
     lay = layout("MACHINE_RESOURCE_SQUIDs = 4\nSLOT_TYPE_1 = SQUIDs=2 cpus=2\nNUM_SLOTS_TYPE_1 = 1\n")
     assert (lay.slots[0].resources.cpus, lay.slots[0].resources.custom["SQUIDs"]) == (2, 2)
