@@ -1,14 +1,21 @@
 """The embedded MQTT broker (amqtt), for a daemon given no broker.
 
-It listens on 127.0.0.1 only, so only local processes reach it; it runs inside the daemon's event loop.
-The port is ``STARTD_BROKER_PORT`` (default 1883), or a free one when that is taken (a system Mosquitto
-often holds 1883).
+It listens on 127.0.0.1 only, so only local processes reach it. The port is ``STARTD_BROKER_PORT``
+(default 1883), or a free one when that is taken (a system Mosquitto often holds 1883).
+
+It runs in a process of its own (:mod:`startd.transport.broker_process`), which the daemon starts,
+supervises and stops: the daemon binds the listening socket and hands it to that process, so the port stays
+the daemon's for its whole life. When the broker process dies it is started again on the same socket
+(clients connecting meanwhile wait in its backlog) and the daemon's connection reconnects and publishes
+its ads again, as it does after any broker restart. It ends with the daemon, whichever way the daemon ends.
 
 Clients may connect anonymously, or with a user name; with ``STARTD_BROKER_PASSWORD_FILE`` set (amqtt's
 password file: ``user:hash`` lines, argon2 or bcrypt hashes) only listed users with their password may
 connect. Either way the broker enforces the identity rule of :mod:`startd.transport.broker_users`: a client may
 publish on ``.../command/U`` only when its user name is U, so the daemon can trust the user the topic
-names (commands on the bare ``.../command`` topic count as anonymous, whoever sent them).
+names (commands on the bare ``.../command`` topic count as anonymous, whoever sent them). And it refuses a
+packet larger than ``max_packet_bytes`` (``STARTD_MAX_COMMAND_BYTES`` plus :data:`ENVELOPE_BYTES`) from
+any client but the daemon before reading it, as Mosquitto does with ``max_packet_size``.
 """
 
 from __future__ import annotations
@@ -16,21 +23,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import logging
+import json
+import os
 import socket
-from typing import TYPE_CHECKING, Any, Self
+import sys
+from pathlib import Path
+from typing import Self
 
 import structlog
 
 from .tasks import cancel_and_wait
 
-if TYPE_CHECKING:  # amqtt is imported when an embedded broker starts, not with the daemon
-    from amqtt.broker import Broker
-
 log = structlog.get_logger("startd.transport")
 
 DEFAULT_PORT = 1883
 HOST = "127.0.0.1"
+#: what an MQTT packet carries around a command's payload: the fixed header (at most 5 bytes), the topic
+#: (at most 65,535 bytes and its length), the packet identifier and MQTT 5 properties
+ENVELOPE_BYTES = 64 * 1024
+#: the packet limit with the default STARTD_MAX_COMMAND_BYTES (1 MiB): Mosquitto's ``max_packet_size``
+DEFAULT_MAX_PACKET_BYTES = (1 << 20) + ENVELOPE_BYTES
+#: a broker process that lived this long before it died is started again at once; one that died sooner
+#: waits (doubling, up to RESTART_MAX_DELAY), so a broker that cannot start is not started in a loop
+RESTART_SETTLED = 10.0
+RESTART_MAX_DELAY = 10.0
+#: the package root the broker process imports startd from: the daemon's own copy
+_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 
 
 def publish_allowed(topic: str, username: str | None) -> bool:
@@ -44,45 +62,32 @@ def publish_allowed(topic: str, username: str | None) -> bool:
     return True
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+def _listen(port: int, fallback_to_free_port: bool) -> socket.socket:
+    """The broker's listening socket on 127.0.0.1: ``port``, or a free one when it is taken and allowed."""
+    def bound(p: int) -> socket.socket:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
-            s.bind((HOST, port))
-        except OSError:
-            return False
-    return True
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restarted daemon's port in TIME_WAIT
+            s.bind((HOST, p))
+            s.listen(socket.SOMAXCONN)
+        except BaseException:
+            s.close()
+            raise
+        return s
 
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
-def _address_in_use(exc: BaseException) -> bool:
-    while exc is not None:
-        if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
-            return True
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
-    return False
-
-
-class _Subscriptions(dict):  # type: ignore[type-arg]
-    """amqtt's table of subscriptions, iterated over a snapshot. amqtt's broker walks the table with awaits
-    inside the loop (sending retained messages to a client that connects, broadcasting): a subscription made
-    by another client meanwhile raised "dictionary changed size during iteration" and dropped the client
-    that was connecting."""
-
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(list(super().keys()))
-
-    def items(self):  # type: ignore[no-untyped-def,override]
-        return list(super().items())
+    try:
+        return bound(port)
+    except OSError as e:
+        if e.errno != errno.EADDRINUSE or port == 0:
+            raise OSError(e.errno, f"cannot listen on {HOST}:{port} for the embedded MQTT broker: {e.strerror}") from None
+        if not fallback_to_free_port:
+            raise OSError(errno.EADDRINUSE, f"port {port} on {HOST} is in use") from None
+    log.info("broker port in use, taking a free one", port=port)
+    return bound(0)
 
 
 class EmbeddedBroker:
-    """An amqtt broker on 127.0.0.1 in the running event loop.
+    """An amqtt broker on 127.0.0.1 in a process of its own, supervised by the running event loop.
 
     >>> broker = EmbeddedBroker(port=1883)        # doctest: +SKIP
     >>> url = await broker.start()                # "mqtt://127.0.0.1:<port>"
@@ -90,12 +95,17 @@ class EmbeddedBroker:
     """
 
     def __init__(self, port: int | None = DEFAULT_PORT, *, password_file: str | None = None,
-                 fallback_to_free_port: bool = True) -> None:
+                 fallback_to_free_port: bool = True, max_packet_bytes: int = DEFAULT_MAX_PACKET_BYTES) -> None:
         self.requested_port = port or 0
         self.password_file = password_file
         self.fallback_to_free_port = fallback_to_free_port
+        self.max_packet_bytes = max_packet_bytes
         self.port: int | None = None
-        self._broker: Broker | None = None
+        #: how many times the broker process was started again after it died
+        self.restarts = 0
+        self._socket: socket.socket | None = None
+        self._process: asyncio.subprocess.Process | None = None
+        self._supervisor: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
@@ -106,71 +116,111 @@ class EmbeddedBroker:
 
     @property
     def running(self) -> bool:
-        return self._broker is not None
+        return self._socket is not None
 
-    def _config(self, port: int) -> dict[str, Any]:
-        auth: dict[str, Any]
-        if self.password_file:
-            auth = {"amqtt.plugins.authentication.FileAuthPlugin": {"password_file": self.password_file}}
-        else:
-            auth = {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}}
-        return {
-            "listeners": {"default": {"type": "tcp", "bind": f"{HOST}:{port}"}},
-            "plugins": {**auth, "startd.transport.broker_plugin.CommandIdentityPlugin": {}},
-        }
+    @property
+    def pid(self) -> int | None:
+        """The broker process's pid (None while it is being started again, or when stopped)."""
+        p = self._process
+        return p.pid if p is not None and p.returncode is None else None
 
     async def start(self) -> str:
-        """Start listening and return the URL. Raises :class:`OSError` when no port can be had."""
-        if self._broker is not None:
+        """Listen, start the broker process and return the URL. Raises :class:`OSError` when no port can be
+        had, ValueError when the password file cannot be read. Connections made before the process is
+        ready wait in the listening socket's backlog."""
+        if self._socket is not None:
             return self.url
-        from amqtt.broker import Broker
-        from amqtt.errors import BrokerError
-
-        _quiet_amqtt_logs()
-        port = self.requested_port
-        if port and not _port_free(port):
-            if not self.fallback_to_free_port:
-                raise OSError(errno.EADDRINUSE, f"port {port} on {HOST} is in use")
-            log.info("broker port in use, taking a free one", port=port)
-            port = 0
-        for _ in range(5):
-            chosen = port or _free_port()
-            broker = Broker(self._config(chosen))
-            broker._subscriptions = _Subscriptions(broker._subscriptions)
+        if self.password_file:
             try:
-                await broker.start()
-            except BrokerError as e:
-                if _address_in_use(e) and (port == 0 or self.fallback_to_free_port):
-                    port = 0  # lost a race for the port: try another
-                    continue
-                raise OSError(f"cannot start the embedded MQTT broker on {HOST}:{chosen}: {e}") from e
-            self._broker, self.port = broker, chosen
-            log.info("embedded broker started", url=self.url)
-            return self.url
-        raise OSError(errno.EADDRINUSE, f"no free port on {HOST} for the embedded MQTT broker")
+                Path(self.password_file).read_bytes()
+            except OSError as e:
+                raise ValueError(f"STARTD_BROKER_PASSWORD_FILE: cannot read {self.password_file}: "
+                                 f"{e.strerror or e}") from None
+        self._socket = _listen(self.requested_port, self.fallback_to_free_port)
+        self.port = int(self._socket.getsockname()[1])
+        try:
+            self._process = await self._spawn()
+        except BaseException:
+            self._socket.close()
+            self._socket = None
+            raise
+        self._supervisor = asyncio.create_task(self._supervise(), name="embedded-broker-supervisor")
+        log.info("embedded broker started", url=self.url, pid=self._process.pid)
+        return self.url
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        assert self._socket is not None
+        fd = self._socket.fileno()
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "startd.transport.broker_process",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            pass_fds=(fd,), cwd=_PACKAGE_ROOT, close_fds=True)
+        settings = {"fd": fd, "max_packet_bytes": self.max_packet_bytes, "daemon_pid": os.getpid(),
+                    "password_file": self.password_file}
+        assert process.stdin is not None
+        process.stdin.write(json.dumps(settings).encode() + b"\n")
+        return process
+
+    async def _supervise(self) -> None:
+        """Log what the broker process says; start it again when it dies (until :meth:`stop`)."""
+        loop = asyncio.get_running_loop()
+        delay = 0.0
+        while True:
+            process = self._process
+            assert process is not None
+            began = loop.time()
+            last_words = await self._relay(process)
+            code = await process.wait()
+            delay = 0.0 if loop.time() - began >= RESTART_SETTLED else min(max(delay * 2, 0.25), RESTART_MAX_DELAY)
+            log.error("embedded broker exited; starting it again", code=code, pid=process.pid,
+                      restarts=self.restarts + 1, delay=delay, **({"said": last_words} if last_words else {}))
+            await asyncio.sleep(delay)
+            try:
+                self._process = await self._spawn()
+            except OSError as e:
+                log.error("embedded broker could not be started again", error=str(e))
+                delay = RESTART_MAX_DELAY
+                continue
+            self.restarts += 1
+
+    async def _relay(self, process: asyncio.subprocess.Process) -> str | None:
+        """Log the broker process's lines until it closes its output; returns the last line it wrote that
+        was not one of ours (a Python error that ended it, such as amqtt missing)."""
+        assert process.stdout is not None
+        other: str | None = None
+        while line := await process.stdout.readline():
+            try:
+                said = json.loads(line)
+                event = said.pop("event")
+            except (ValueError, KeyError, TypeError, AttributeError):
+                other = line.decode(errors="replace").strip()[:300] or other
+                continue
+            if event == "ready":
+                log.debug("embedded broker ready", url=self.url, **said)
+            elif event == "refused":
+                log.warning("embedded broker refused a packet over its limit", **said)
+            else:
+                log.error("embedded broker failed", **said)
+        return other
 
     async def stop(self, timeout: float = 5.0) -> None:
-        """Close every connection and stop listening, within ``timeout`` (+ 0.5 s): amqtt's shutdown
-        waits on each client's session, and one that does not end must not hold the daemon's exit. Safe
-        to call twice."""
-        broker, self._broker = self._broker, None
-        if broker is None:
+        """Stop the broker process (it closes every connection) and stop listening, within ``timeout``
+        (+ 0.5 s): the process is asked by closing its standard input, and killed when it does not end in
+        time. Safe to call twice."""
+        listening, self._socket = self._socket, None
+        if listening is None:
             return
-        shutdown = asyncio.create_task(broker.shutdown(), name="embedded-broker-shutdown")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         try:
-            done, _ = await asyncio.wait({shutdown}, timeout=timeout)
-        except asyncio.CancelledError:
-            shutdown.cancel()
-            _stop_listening(broker)
-            raise
-        if not done:
-            log.warning("embedded broker did not stop in time; closing its listeners", timeout=timeout)
-            await cancel_and_wait([shutdown], 0.5, what="embedded broker shutdown")
-        elif not shutdown.cancelled() and shutdown.exception() is not None:
-            log.error("embedded broker did not stop cleanly", error=repr(shutdown.exception()))
-        _stop_listening(broker)
-        # let the closed sockets' callbacks run before the port is reused
-        await asyncio.sleep(0)
+            if self._supervisor is not None:  # no restart from here on
+                await cancel_and_wait([self._supervisor], min(0.25, timeout), what="embedded broker supervisor")
+            process = self._process
+            if process is not None and process.returncode is None:
+                await _end(process, max(deadline - loop.time(), 0.0))
+        finally:
+            self._process = self._supervisor = None
+            listening.close()
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -180,20 +230,21 @@ class EmbeddedBroker:
         await self.stop()
 
 
-def _stop_listening(broker: Broker) -> None:
-    """Close the broker's listening sockets (idempotent), so its port is free even when its shutdown did
-    not complete."""
-    servers = getattr(broker, "_servers", {})  # amqtt keeps them privately: name -> Server
-    for server in list(servers.values()):
-        instance = getattr(server, "instance", None)
-        if instance is not None:
-            with contextlib.suppress(Exception):
-                instance.close()
-
-
-def _quiet_amqtt_logs() -> None:
-    """amqtt logs every dropped client connection as an error; a daemon's broker sees many of those."""
-    for name in ("amqtt", "transitions"):
-        logger = logging.getLogger(name)
-        if logger.level == logging.NOTSET:
-            logger.setLevel(logging.CRITICAL)
+async def _end(process: asyncio.subprocess.Process, timeout: float) -> None:
+    """Close the process's standard input (it shuts down), then SIGKILL it when it is still there after
+    ``timeout``; reap it either way (within 0.5 s more)."""
+    if process.stdin is not None:
+        process.stdin.close()
+    try:
+        await asyncio.wait_for(process.wait(), timeout)
+        return
+    except TimeoutError:
+        log.warning("embedded broker did not stop in time; killing it", pid=process.pid, timeout=timeout)
+    except asyncio.CancelledError:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        raise
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(process.wait(), 0.5)

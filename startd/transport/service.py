@@ -28,7 +28,7 @@ from ..security.keys import SigningKeyError, ensure_signing_key, key_origin, loa
 from ..security.wire import CommandVerifier
 from .address import EMBEDDED, daemon_address_file, remove_address_file, write_address_file
 from .broker_users import AuthorizationPolicy, KnobSource, is_loopback_host
-from .broker import DEFAULT_PORT, EmbeddedBroker
+from .broker import DEFAULT_PORT, ENVELOPE_BYTES, EmbeddedBroker
 from .client import StartdConnection
 from .dispatch import (
     DEFAULT_MAX_COMMAND_BYTES,
@@ -138,7 +138,8 @@ class Transport:
         that does not answer is not an error: the connection keeps trying."""
         embedded: EmbeddedBroker | None = None
         if broker is None or broker == EMBEDDED:
-            embedded = EmbeddedBroker(port=_port(knobs), password_file=knobs.get("STARTD_BROKER_PASSWORD_FILE") or None)
+            embedded = EmbeddedBroker(port=_port(knobs), password_file=knobs.get("STARTD_BROKER_PASSWORD_FILE") or None,
+                                      max_packet_bytes=_max_command_bytes(knobs) + ENVELOPE_BYTES)
             url = await embedded.start()
         else:
             url = broker

@@ -141,7 +141,7 @@ def test_topics_follow_the_contract() -> None:
 def test_the_embedded_brokers_subscription_table_survives_a_subscription_made_while_it_is_walked() -> None:
     # amqtt walks its subscriptions with awaits inside the loop (retained messages for a client that
     # connects): another client's subscription meanwhile must not drop the connecting client
-    from startd.transport.broker import _Subscriptions
+    from startd.transport.broker_process import _Subscriptions
 
     table = _Subscriptions({"htcondor/#": [1], "htcondor/reply/a": [2]})
     seen = []

@@ -1,0 +1,309 @@
+"""The embedded MQTT broker's own process: amqtt serving the listening socket the daemon bound.
+
+:class:`startd.transport.broker.EmbeddedBroker` starts it as ``python -m startd.transport.broker_process``
+with the socket among its file descriptors and one JSON line on its standard input (:func:`main` reads
+it). It answers on its standard output, one JSON object a line: ``{"event": "ready"}`` once it accepts
+connections, ``{"event": "refused", ...}`` for oversized packets, ``{"event": "error", ...}`` before it
+exits for a reason of its own. It ends when its standard input closes: when the daemon stops it, and when
+the daemon dies, however it dies, so no broker outlives its daemon. Terminal and group signals (SIGINT,
+SIGQUIT, SIGHUP) are the daemon's to handle: the broker ignores them and carries the daemon's last words
+(its ads cleared, its status offline) before it goes.
+
+Its own process gives the broker a core and an interpreter of its own: the daemon's event loop no longer
+runs every client's packets, and the broker no longer waits for the daemon's evaluation passes.
+
+What it enforces (besides the identity rule of :mod:`startd.transport.broker_plugin`):
+
+- **the packet limit**: a packet from a client larger than ``max_packet_bytes`` (the daemon's
+  ``STARTD_MAX_COMMAND_BYTES`` plus :data:`startd.transport.broker.ENVELOPE_BYTES`) closes that client's
+  connection as soon as its fixed header announces the size, before its body is read, as Mosquitto's
+  ``max_packet_size`` does. The daemon's own connection is exempt: its answers to whole-machine queries run
+  to about 4.5 KB a slot. The broker recognises it as the connection whose other end is a socket of the
+  daemon's process (as ``ss -p`` finds a socket's process), looked up only when a packet is over the limit.
+- **retained messages kept compressed**: the daemon's retained slot ads (4 KB of JSON each, 2048 of them on
+  a large machine) are stored zlib-compressed and expanded only for a subscriber that asks for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from amqtt.adapters import ReaderAdapter, StreamWriterAdapter
+from amqtt.broker import Broker, RetainedApplicationMessage
+
+LISTENER = "default"
+#: how long the broker's own shutdown may take before the process simply exits (its sockets close with it)
+SHUTDOWN_TIMEOUT = 1.0
+#: at most one report of refused packets a second (a client that keeps trying is not a flood of lines)
+REPORT_EVERY = 1.0
+#: retained payloads smaller than this are kept as they are: compressing them saves nothing
+COMPRESS_FROM = 256
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the daemon hands the broker process on its standard input."""
+
+    fd: int
+    max_packet_bytes: int
+    daemon_pid: int
+    password_file: str | None = None
+
+    @classmethod
+    def from_json(cls, line: bytes) -> Settings:
+        raw = json.loads(line)
+        return cls(fd=int(raw["fd"]), max_packet_bytes=int(raw["max_packet_bytes"]),
+                   daemon_pid=int(raw["daemon_pid"]), password_file=raw.get("password_file") or None)
+
+
+def say(event: str, **fields: Any) -> None:
+    """One line to the daemon (it logs it)."""
+    sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
+    sys.stdout.flush()
+
+
+class _Refusals:
+    """Oversized packets refused, reported to the daemon at most once every :data:`REPORT_EVERY`."""
+
+    def __init__(self) -> None:
+        self.unreported = 0
+        self.last = 0.0
+
+    def refused(self, peer: str, size: int, limit: int) -> None:
+        self.unreported += 1
+        now = time.monotonic()
+        if now - self.last >= REPORT_EVERY:
+            say("refused", peer=peer, bytes=size, limit=limit, count=self.unreported)
+            self.unreported, self.last = 0, now
+
+
+def connection_of_process(pid: int, peer: tuple[str, int], local: tuple[str, int]) -> bool:
+    """True when the TCP connection from ``peer`` to ``local`` is one of process ``pid``'s sockets."""
+    import psutil  # only when a packet is over the limit
+
+    try:
+        process = psutil.Process(pid)
+        # net_connections since psutil 6, connections before
+        conns = getattr(process, "net_connections", getattr(process, "connections", None))(kind="tcp4")
+    except psutil.Error:
+        return False
+    return any(c.raddr and tuple(c.laddr) == peer and tuple(c.raddr) == local for c in conns)
+
+
+class PacketLimitReader(ReaderAdapter):
+    """amqtt's reader for one connection, which reads whole MQTT packets and refuses one larger than the
+    limit from its fixed header alone: the connection is dropped and amqtt reads the end of the stream.
+
+    amqtt reads a packet in small pieces (a byte at a time for the fixed header); they are served from
+    the packet already read, so the limit does not depend on how amqtt reads."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit: int,
+                 exempt: Callable[[], bool], refusals: _Refusals) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._limit = limit
+        self._exempt = exempt
+        self._exempted: bool | None = None
+        self._refusals = refusals
+        self._chunks: list[bytes | memoryview] = []
+        self._closed = False
+
+    async def read(self, n: int = -1) -> bytes:
+        if not self._chunks and not await self._next_packet():
+            return b""  # the end of the stream, or a packet refused
+        first = self._chunks[0]
+        if n < 0 or n == len(first):
+            if n < 0 and len(self._chunks) > 1:
+                n = sum(len(c) for c in self._chunks)  # the rest of the packet
+            else:
+                self._chunks.pop(0)
+                return bytes(first)  # a payload read whole: no copy of a bytes object
+        out = bytearray()
+        while len(out) < n:
+            if not self._chunks and not await self._next_packet():
+                break
+            chunk = self._chunks[0]
+            take = min(len(chunk), n - len(out))
+            out += chunk[:take]
+            if take == len(chunk):
+                self._chunks.pop(0)
+            else:
+                self._chunks[0] = chunk[take:]
+        return bytes(out)
+
+    def feed_eof(self) -> None:
+        self._reader.feed_eof()
+
+    async def _next_packet(self) -> bool:
+        if self._closed:
+            return False
+        try:
+            header = bytearray(await self._reader.readexactly(2))
+            while header[-1] & 0x80:
+                if len(header) == 5:  # [MQTT-2.2.3]: at most four bytes of remaining length
+                    self._drop()
+                    return False
+                header += await self._reader.readexactly(1)
+            remaining = 0
+            for i, byte in enumerate(header[1:]):
+                remaining |= (byte & 0x7F) << (7 * i)
+            size = len(header) + remaining
+            if size > self._limit and not self._may_exceed():
+                self._refusals.refused(_peer_text(self._writer), size, self._limit)
+                self._drop()
+                return False
+            body = await self._reader.readexactly(remaining) if remaining else b""
+        except (asyncio.IncompleteReadError, ConnectionError):
+            self._closed = True
+            return False
+        self._chunks = [memoryview(bytes(header)), body] if body else [memoryview(bytes(header))]
+        return True
+
+    def _may_exceed(self) -> bool:
+        if self._exempted is None:
+            self._exempted = self._exempt()
+        return self._exempted
+
+    def _drop(self) -> None:
+        """Close the connection now, unread data and all (what the kernel holds is discarded with it)."""
+        self._closed = True
+        transport = self._writer.transport
+        if transport is not None:
+            transport.abort()
+
+
+def _peer_text(writer: asyncio.StreamWriter) -> str:
+    peer = writer.get_extra_info("peername")
+    return f"{peer[0]}:{peer[1]}" if peer else "unknown"
+
+
+class _Subscriptions(dict):  # type: ignore[type-arg]
+    """amqtt's table of subscriptions, iterated over a snapshot. amqtt's broker walks the table with awaits
+    inside the loop (sending retained messages to a client that connects, broadcasting): a subscription made
+    by another client meanwhile raised "dictionary changed size during iteration" and dropped the client
+    that was connecting."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(list(super().keys()))
+
+    def items(self):  # type: ignore[no-untyped-def,override]
+        return list(super().items())
+
+
+class CompressedRetained(RetainedApplicationMessage):
+    """A retained message whose payload is kept zlib-compressed; ``data`` expands it when read."""
+
+    __slots__ = ("_packed", "_compressed")
+
+    def _get(self) -> bytes:
+        return zlib.decompress(self._packed) if self._compressed else self._packed
+
+    def _set(self, value: bytes | bytearray) -> None:
+        raw = bytes(value)
+        self._compressed = len(raw) >= COMPRESS_FROM
+        self._packed = zlib.compress(raw, 1) if self._compressed else raw
+
+    data = property(_get, _set)  # type: ignore[assignment]
+
+
+class _Retained(dict):  # type: ignore[type-arg]
+    """amqtt's table of retained messages, storing each one compressed."""
+
+    def __setitem__(self, topic: str, message: RetainedApplicationMessage) -> None:
+        if not isinstance(message, CompressedRetained):
+            message = CompressedRetained(message.source_session, message.topic, message.data, message.qos)
+        super().__setitem__(topic, message)
+
+
+def _config(settings: Settings) -> dict[str, Any]:
+    auth: dict[str, Any]
+    if settings.password_file:
+        auth = {"amqtt.plugins.authentication.FileAuthPlugin": {"password_file": settings.password_file}}
+    else:
+        auth = {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}}
+    return {
+        # the listening socket is the daemon's: amqtt is handed each connection (an "external" listener)
+        "listeners": {LISTENER: {"type": "external", "bind": "127.0.0.1:0"}},
+        "plugins": {**auth, "startd.transport.broker_plugin.CommandIdentityPlugin": {}},
+    }
+
+
+async def _stdin_closed() -> None:
+    """Until the daemon closes our standard input (or dies)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    while await reader.read(4096):
+        pass
+
+
+async def serve(settings: Settings) -> None:
+    """Run the broker on the inherited socket until standard input closes."""
+    broker = Broker(_config(settings))
+    broker._subscriptions = _Subscriptions(broker._subscriptions)
+    broker._retained_messages = _Retained(broker._retained_messages)
+    await broker.start()
+    refusals = _Refusals()
+    listening = socket.socket(fileno=settings.fd)
+
+    async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            # small request/reply messages: without TCP_NODELAY, Nagle and delayed ACKs add ~40 ms a hop
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer, local = writer.get_extra_info("peername"), writer.get_extra_info("sockname")
+        if not peer or not local:  # already gone
+            writer.close()
+            return
+        exempt = partial(connection_of_process, settings.daemon_pid, tuple(peer[:2]), tuple(local[:2]))
+        limited = PacketLimitReader(reader, writer, settings.max_packet_bytes, exempt, refusals)
+        with contextlib.suppress(Exception):
+            await broker.external_connected(limited, StreamWriterAdapter(writer), LISTENER)
+        if not writer.is_closing():
+            writer.close()
+
+    server = await asyncio.start_server(connected, sock=listening)
+    say("ready", pid=os.getpid())
+    try:
+        await _stdin_closed()
+    finally:
+        server.close()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(broker.shutdown(), SHUTDOWN_TIMEOUT)
+
+
+def main() -> int:
+    """The broker process: settings from the first line of standard input, then serve."""
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    for name in ("amqtt", "transitions"):
+        # amqtt logs every dropped client connection as an error; a daemon's broker sees many of those
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        settings = Settings.from_json(sys.stdin.buffer.readline())
+    except (ValueError, KeyError, TypeError) as e:
+        say("error", error=f"bad settings from the daemon: {e}")
+        return 2
+    try:
+        asyncio.run(serve(settings))
+    except Exception as e:  # noqa: BLE001 - reported to the daemon, which logs it and starts another
+        say("error", error=f"{type(e).__name__}: {e}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
