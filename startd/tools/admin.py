@@ -19,12 +19,28 @@ import sys
 from typing import Any
 
 from ..transport.address import ClientTarget
-from ..transport.client import BrokerSession
-from .common import Refused, _command, _common, _run, _split_name
+from ..transport.session import BrokerSession
+from .common import Refused, UsageError, _command, _common, _run, _split_name
 from .options import Opt
+from .pool import Answer, Startd, add_constraint_argument, constraint_expr, per_startd, run_pool
 
 #: tool.cpp: -fast needs two letters (-f is ambiguous with -full there)
-HTCONDOR_OPTIONS = [Opt("fast", 2), Opt("name", 2)]
+HTCONDOR_OPTIONS = [Opt("fast", 2), Opt("name", 2), Opt("constraint", 3)]
+
+
+def _pool_constraint(args: argparse.Namespace, *names: str | None) -> Any:
+    """The -constraint of the command (None without one), or the exit code 2 after a line on stderr."""
+    try:
+        return constraint_expr(args, *names)
+    except UsageError as e:
+        print(f"startd {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _refused(answer: Answer, startd: Startd) -> None:
+    reply = answer.reply or {}
+    print(f"startd {startd.machine} refused '{reply.get('command') or 'the command'}': "
+          f"{reply.get('error') or 'no reason given'}", file=sys.stderr)
 
 
 def add_vacate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +50,7 @@ def add_vacate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("slots", nargs="*", metavar="TARGET",
                         help="slot1@machine, a machine, or a slot of the chosen startd (default: every claim "
                              "of the startd)")
+    add_constraint_argument(parser)
 
 
 async def _startds(target: ClientTarget, args: argparse.Namespace) -> set[str]:
@@ -44,6 +61,18 @@ async def _startds(target: ClientTarget, args: argparse.Namespace) -> set[str]:
 def run_vacate(args: argparse.Namespace) -> int:
     """condor_vacate: evict the jobs of the given slots or machines, or of every slot."""
     suffix = "-Fast" if args.fast else ""
+    constraint = _pool_constraint(args, *args.slots)
+    if isinstance(constraint, int):
+        return constraint
+    if constraint is not None:
+        # tool.cpp doCommand: a per-claim vacate goes to each matching slot, even on the same startd
+        def requests(startds: list[Startd]) -> list[tuple[str, str | None, dict[str, Any]]]:
+            return [(d.machine, name, {"command": "vacate", "slot": name.partition("@")[0], "fast": args.fast})
+                    for d in startds for name in d.slots]
+
+        def accepted(answer: Answer, startd: Startd) -> None:
+            print(f'Sent "Vacate-Claim{suffix}" command to startd {answer.slot}')
+        return run_pool(args, constraint, requests, accepted, _refused)
 
     async def body(target: ClientTarget) -> int:
         online = await _startds(target, args) if any("@" not in t for t in args.slots) else set()
@@ -77,15 +106,22 @@ def add_reconfig_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--append", metavar="TEXT",
                         help="configuration text appended to the daemon's configuration (e.g. 'START = False')")
     parser.add_argument("machine", nargs="?", metavar="MACHINE", help="the startd (same as --name)")
+    add_constraint_argument(parser)
 
 
 def run_reconfig(args: argparse.Namespace) -> int:
     """condor_reconfig: the daemon reads its configuration again."""
+    cmd: dict[str, Any] = {"command": "reconfig"}
+    if args.append is not None:
+        cmd["config"] = args.append
+    constraint = _pool_constraint(args, args.machine)
+    if isinstance(constraint, int):
+        return constraint
+    if constraint is not None:
+        return run_pool(args, constraint, per_startd(cmd),
+                        lambda answer, d: print(f'Sent "Reconfig" command to startd {d.machine}'), _refused)
 
     async def body(target: ClientTarget) -> int:
-        cmd: dict[str, Any] = {"command": "reconfig"}
-        if args.append is not None:
-            cmd["config"] = args.append
         m, _ = await _command(target, args, cmd, args.machine)
         print(f'Sent "Reconfig" command to startd {m}')
         return 0

@@ -28,7 +28,7 @@ import aiomqtt
 
 from ..config import ConfigError
 from ..transport.address import ClientTarget, daemon_address_file, resolve_client_target
-from ..transport.client import BrokerSession, RequestTimeout
+from ..transport.session import BrokerSession, RequestTimeout
 from ..transport.settings import BrokerUrlError, Topics
 
 

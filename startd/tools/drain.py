@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from ..classad import ClassAdSyntaxError, parse_expr
 from ..transport.address import ClientTarget
-from ..transport.client import BrokerSession, RequestTimeout
+from ..transport.session import BrokerSession, RequestTimeout
 from ..transport.settings import Topics
-from .common import _common, _pick_machine, _run
+from .common import UsageError, _common, _pick_machine, _run
 from .options import Opt
+from .pool import Answer, Startd, add_constraint_argument, constraint_expr, per_startd, run_pool
 
 #: condor_drain's options with the prefix lengths of its is_dash_arg_prefix calls (``-cancel`` needs two
 #: letters here: ``-c`` is the configuration file of every startd command)
@@ -36,7 +38,7 @@ HTCONDOR_OPTIONS = [
     Opt("cancel", 2), Opt("graceful", 1), Opt("quick", 1), Opt("fast", 1),
     Opt("resume-on-completion", 1), Opt("exit-on-completion", 2), Opt("restart-on-completion", 4),
     Opt("reconfig-on-completion", 3), Opt("reason", 3), Opt("request-id", 3), Opt("check", 2),
-    Opt("start", 5), Opt("verbose", 4), Opt("name", 2),
+    Opt("start", 5), Opt("verbose", 4), Opt("name", 2), Opt("constraint", 3),
 ]
 
 _ON_COMPLETION = ("resume", "exit", "restart", "reconfig")
@@ -45,6 +47,7 @@ _ON_COMPLETION = ("resume", "exit", "restart", "reconfig")
 def _machine_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("machine", nargs="?", metavar="MACHINE",
                         help="the startd (same as -name; default: the one online)")
+    add_constraint_argument(parser)
 
 
 def add_drain_arguments(parser: argparse.ArgumentParser) -> None:
@@ -118,6 +121,12 @@ def run_drain(args: argparse.Namespace) -> int:
         cmd["check"] = args.check
     if args.start is not None:
         cmd["start"] = args.start
+    try:
+        constraint = constraint_expr(args, args.machine)
+    except UsageError as e:
+        return _usage(str(e))
+    if constraint is not None:
+        return run_pool(args, constraint, per_startd(cmd), _drained, _refused("DRAIN_JOBS"))
 
     async def body(target: ClientTarget) -> int:
         machine, addr, reply = await _send(target, args, cmd, want_address=True)
@@ -139,6 +148,12 @@ def run_cancel_drain(args: argparse.Namespace) -> int:
         if not args.request_id:
             return _usage("-request-id needs a request id")
         cmd["drain_id"] = args.request_id
+    try:
+        constraint = constraint_expr(args, args.machine)
+    except UsageError as e:
+        return _usage(str(e))
+    if constraint is not None:
+        return run_pool(args, constraint, per_startd(cmd), _cancelled, _refused("CANCEL_DRAIN_JOBS"))
 
     async def body(target: ClientTarget) -> int:
         machine, addr, reply = await _send(target, args, cmd)
@@ -150,6 +165,27 @@ def run_cancel_drain(args: argparse.Namespace) -> int:
         return 0
 
     return _run(args, body)
+
+
+def _drained(answer: Answer, startd: Startd) -> None:
+    """One startd of a drain by constraint accepted: condor_drain's line for it, and the request id."""
+    reply = answer.reply or {}
+    print(f"Sent request to drain the startd {startd.address or startd.machine} with {startd.machine}.")
+    if reply.get("drain_id"):
+        print(f"\tRequest id: {reply['drain_id']}")
+
+
+def _cancelled(answer: Answer, startd: Startd) -> None:
+    print(f"Sent request to cancel draining on {startd.machine}")
+    note = (answer.reply or {}).get("note")
+    if note:
+        print(f"startd {startd.machine}: {note}", file=sys.stderr)
+
+
+def _refused(command: str) -> Callable[[Answer, Startd], None]:
+    def show(answer: Answer, startd: Startd) -> None:
+        _failed(command, startd.address or startd.machine, answer.reply or {})
+    return show
 
 
 def _failed(command: str, who: str, reply: dict[str, Any]) -> int:

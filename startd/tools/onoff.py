@@ -34,13 +34,14 @@ from typing import Any
 import aiomqtt
 
 from ..transport.address import ClientTarget, resolve_client_target
-from ..transport.client import BrokerSession, RequestTimeout
-from .common import _command, _common, _run, client_target
+from ..transport.session import BrokerSession, RequestTimeout
+from .common import UsageError, _command, _common, _run, client_target
 from .options import Opt
+from .pool import Answer, Startd, add_constraint_argument, constraint_expr, per_startd, run_pool
 
 #: tool.cpp's spellings: -peaceful, -fast and -force-graceful need two letters (-f is ambiguous there)
 HTCONDOR_OPTIONS = [Opt("graceful", 1), Opt("peaceful", 2), Opt("fast", 2), Opt("force-graceful", 2),
-                    Opt("name", 2)]
+                    Opt("name", 2), Opt("constraint", 3)]
 
 #: tool.cpp cmdToStr: what each shutdown is called
 _OFF_NAMES = {"graceful": "Kill-Daemon", "fast": "Kill-Daemon-Fast", "peaceful": "Kill-Daemon-Peacefully"}
@@ -49,6 +50,7 @@ _RESTART_NAMES = {"graceful": "Restart", "fast": "Restart-Fast", "peaceful": "Re
 
 def _target_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("machine", nargs="?", metavar="MACHINE", help="the startd (same as -name)")
+    add_constraint_argument(parser)
 
 
 def _how_arguments(parser: argparse.ArgumentParser, *, force: bool) -> None:
@@ -83,11 +85,25 @@ def _shutdown(args: argparse.Namespace, *, restart: bool) -> int:
     # DC_OFF_FORCE is a graceful shutdown that overrides a peaceful one (and is also called Kill-Daemon)
     wire = "graceful" if how == "force-graceful" else how
     name = (_RESTART_NAMES if restart else _OFF_NAMES)[wire]
+    cmd: dict[str, Any] = {"command": "off", "how": wire}
+    if restart:
+        cmd["restart"] = True
+    try:
+        constraint = constraint_expr(args, args.machine)
+    except UsageError as e:
+        print(f"startd {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    if constraint is not None:
+        def accepted(answer: Answer, startd: Startd) -> None:
+            print(f'Sent "{name}" command to startd {startd.machine}')
+
+        def refused(answer: Answer, startd: Startd) -> None:
+            reply = answer.reply or {}
+            print(f"startd {startd.machine} refused '{args.command}': {reply.get('error') or 'no reason given'}",
+                  file=sys.stderr)
+        return run_pool(args, constraint, per_startd(cmd), accepted, refused)
 
     async def body(target: ClientTarget) -> int:
-        cmd: dict[str, Any] = {"command": "off", "how": wire}
-        if restart:
-            cmd["restart"] = True
         m, _ = await _command(target, args, cmd, args.machine)
         print(f'Sent "{name}" command to startd {m}')
         return 0

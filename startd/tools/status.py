@@ -26,7 +26,7 @@ from ..classad import ERROR, UNDEFINED, AbsTime, ClassAd, ClassAdSyntaxError, Ex
 from ..classad.ast import ListExpr, Literal, Node, RecordExpr
 from ..classad.unparse import format_value, unparse_node
 from ..transport.address import ClientTarget
-from ..transport.client import BrokerSession
+from ..transport.session import BrokerSession
 from ..transport.settings import Topics
 from .common import Refused, _common, _run, choose_machine, online_machines
 from .options import Opt

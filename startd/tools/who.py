@@ -35,8 +35,10 @@ from ..classad import ClassAd, ClassAdSyntaxError, format_value, parse_expr, unp
 from ..classad.jsonform import obj_to_ad
 from ..classad.values import UNDEFINED
 from ..transport.address import ClientTarget
-from .common import _command, _common, _run
+from ..transport.session import BrokerSession
+from .common import Refused, _command, _common, _run, online_machines
 from .options import Opt
+from .pool import Answer, send_all
 
 #: who.cpp's spellings (IsArg(parg, "long", 1), IsArgColon(parg, "autoformat", 5) or "af", ...)
 HTCONDOR_OPTIONS = [Opt("long", 1), Opt("autoformat", 5, ("af",)), Opt("constraint", 3), Opt("wide", 1)]
@@ -93,19 +95,54 @@ def run_who(args: argparse.Namespace) -> int:
                     print(f"startd who: error: -af {attr!r} is not an attribute or expression: {e}", file=sys.stderr)
                     return 2
 
+    query = {"command": "query", "constraint": constraint}
+
     async def body(target: ClientTarget) -> int:
-        m, reply = await _command(target, args, {"command": "query", "constraint": constraint})
-        ads = sorted((obj_to_ad(o) for o in reply.get("ads") or []), key=lambda a: _natural(_text(a, "Name")))
-        now = time.time()
-        if args.long:
-            sys.stdout.write("".join(ad.to_old() + "\n" for ad in ads))
-        elif args.autoformat:
-            sys.stdout.write(autoformat(ads, args.autoformat, args.af_flags, now))
-        else:
-            sys.stdout.write(format_who_table(ads, m, now))
+        if not args.name:
+            async with BrokerSession(target.settings, timeout=args.timeout, token=target.token) as s:
+                online = online_machines(await s.machines(target.root), target)
+                if len(online) > 1:
+                    answers = await send_all(s, target.root, [(m, None, query) for m in online], timeout=args.timeout)
+                    return _show_pool(args, answers)
+        m, reply = await _command(target, args, query)
+        sys.stdout.write(_show(args, {m: _ads(reply)}))
         return 0
 
     return _run(args, body)
+
+
+def _ads(reply: dict[str, Any]) -> list[ClassAd]:
+    return sorted((obj_to_ad(o) for o in reply.get("ads") or []), key=lambda a: _natural(_text(a, "Name")))
+
+
+def _show(args: argparse.Namespace, by_machine: dict[str, list[ClassAd]]) -> str:
+    """The output for the slots of each startd, in the order given: -long, -af, or condor_who's table under
+    a banner a startd (who.cpp prints one for each startd it queries)."""
+    now = time.time()
+    ads = [a for machine_ads in by_machine.values() for a in machine_ads]
+    if args.long:
+        return "".join(ad.to_old() + "\n" for ad in ads)
+    if args.autoformat:
+        return autoformat(ads, args.autoformat, args.af_flags, now)
+    return "".join(format_who_table(machine_ads, m, now) for m, machine_ads in by_machine.items())
+
+
+def _show_pool(args: argparse.Namespace, answers: list[Answer]) -> int:
+    """Every startd on the broker: their jobs, startd by startd; a startd that did not answer or refused is
+    named on stderr, and the exit code is then 1."""
+    shown: dict[str, list[ClassAd]] = {}
+    failed = []
+    for a in sorted(answers, key=lambda a: _natural(a.machine)):
+        if a.ok:
+            shown[a.machine] = _ads(a.reply or {})
+            continue
+        why = a.missing or (a.reply or {}).get("error") or "no reason given"
+        print(f"startd who: startd {a.machine} did not answer: {why}", file=sys.stderr)
+        failed.append(a.machine)
+    sys.stdout.write(_show(args, shown))
+    if failed:
+        raise Refused(f"{len(failed)} of {len(answers)} startds did not answer: {', '.join(failed)}")
+    return 0
 
 
 # --- the default table --------------------------------------------------------------------------------
