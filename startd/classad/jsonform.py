@@ -11,7 +11,7 @@ import math
 import re
 from typing import Any, cast
 
-from .ad import ClassAd, Expr, parse_expr
+from .ad import ClassAd, Expr, _literal, _spelling, parse_expr
 from .ast import ListExpr, Literal, Node, RecordExpr
 from .parser import ClassAdSyntaxError
 from .unparse import unparse_node
@@ -91,15 +91,15 @@ def _obj_to_node(v: Any, where: str) -> Node:
     if v is None:
         return Literal(UNDEFINED)
     if isinstance(v, bool) or isinstance(v, int) or isinstance(v, float):
-        return Literal(v)
+        return _literal(v)
     if isinstance(v, str):
-        m = _EXPR_RE.match(v)
+        m = _EXPR_RE.match(v) if v.startswith("/Expr(") else None
         if m:
             try:
                 return parse_expr(m.group(1)).node
             except ClassAdSyntaxError as e:
                 raise ClassAdSyntaxError(f"in {where}: {e.reason}", m.group(1), 0) from None
-        return Literal(v)
+        return _literal(v)
     if isinstance(v, list):
         return ListExpr([_obj_to_node(x, where) for x in v])
     if isinstance(v, dict):
@@ -111,9 +111,25 @@ def obj_to_ad(obj: dict[str, Any]) -> ClassAd:
     """An ad from JSON data (as :func:`json.loads` returns it)."""
     if not isinstance(obj, dict):
         raise ClassAdSyntaxError("a ClassAd in JSON must be an object", "", 0)
-    ad = ClassAd()
+    # the attributes are gathered and the ad made once: assigning them one by one costs more than
+    # converting them (a pool's status decodes hundreds of ads of a hundred attributes and more)
+    attrs: dict[str, Node] = {}
+    names: dict[str, str] = {}
     for k, v in obj.items():
-        ad[str(k)] = Expr(_obj_to_node(v, str(k)))
+        key = str(k)
+        if not key:
+            raise KeyError(f"invalid attribute name {key!r}")
+        name, lname = _spelling(key)
+        attrs[lname] = _obj_to_node(v, name)
+        names[lname] = name
+    return _adopt(attrs, names)
+
+
+def _adopt(attrs: dict[str, Node], names: dict[str, str]) -> ClassAd:
+    """An ad owning ``attrs`` and ``names`` (made for it alone, so no copy is needed)."""
+    ad = ClassAd._make(attrs, names, None)
+    ad._shared = False
+    ad._gen = len(attrs)
     return ad
 
 
