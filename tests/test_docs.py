@@ -141,9 +141,18 @@ _REDIRECTS = {">", ">>", "<", "2>", "&>"}
 
 
 def _shell_lines(block: Block) -> Iterator[tuple[int, str]]:
-    """The block's commands, a line continued with a backslash joined to the next."""
+    """The block's commands, a line continued with a backslash joined to the next, without the text of
+    here-documents (``<<'END' ... END``)."""
     pending, first = "", 0
+    heredoc: str | None = None
     for i, text in enumerate(block.lines):
+        if heredoc is not None:
+            if text.strip() == heredoc:
+                heredoc = None
+            continue
+        m = re.search(r"<<-?\s*(['\"]?)(\w+)\1", text)
+        if m:
+            heredoc = m.group(2)
         if not pending:
             first = block.line + 1 + i
         if text.rstrip().endswith("\\"):
@@ -479,6 +488,8 @@ def test_shell_lines_are_read_as_the_shell_reads_them() -> None:
     assert startd_argv(["docker", "run", "-d", "--name", "s", "-v", "a:b", "startd", "--broker", "mqtt://b"]) == [
         *_docker_entrypoint()[1:], "--broker", "mqtt://b"]
     assert startd_argv(["systemctl", "status", "startd"]) is None
+    here = Block(README, "sh", 1, ("cat > a.sub <<'END'", "startd not a command", "END", "startd status"))
+    assert list(_shell_lines(here)) == [(2, "cat > a.sub <<'END'"), (5, "startd status")]
 
 
 def test_a_command_the_command_line_refuses_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
