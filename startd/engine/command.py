@@ -379,8 +379,7 @@ class Engine(ResMgr):
             self._publish_claim(slot)
             self._changed.add(slot.name)
             self._reply(inp, "release_claim", True, "", c.id, slot.name)
-            # command_release_claim: Resource::removeClaim and nothing more; a job retiring for the
-            # preempting claim un-retires at the next poll (ResState::eval_policy, mayUnretire)
+            # command_release_claim: removeClaim only; a retiring job un-retires at the next poll
             return None
         if slot.state not in (State.CLAIMED, State.MATCHED):
             return self._reply(inp, "release_claim", False, f"{slot.name} is {slot.state.value}/"
@@ -462,7 +461,6 @@ class Engine(ResMgr):
                 return self._reply(inp, "reconfig", False, f"configuration not usable: {exc}")
         if conf is None or not hasattr(conf, "get"):
             return self._reply(inp, "reconfig", False, "no configuration given")
-        old_update_interval = self.knobs.update_interval
         try:
             self._apply_config(conf)  # reads everything before it changes anything
         except (ConfigError, ValueError) as exc:
@@ -476,10 +474,7 @@ class Engine(ResMgr):
         self._refresh_duty()
         self._last_reconfig = self.now
         self._reply(inp, "reconfig", True)
-        # main_config -> reconfig_resources, finish_main_config: compute_static, initResourceAds and
-        # reset_timers, and no eval_state. The new policy is first read at the next poll, or at the next
-        # eval_and_update_all when no slot needs polling.
-        self._reset_timers(old_update_interval)
+        self._reset_timers()  # finish_main_config: no eval_state; the next poll or update reads the policy
         return None
 
     def _on_shutdown(self, inp: Shutdown) -> None:

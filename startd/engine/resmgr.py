@@ -107,6 +107,7 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
         self._polled = 0  # slots in a polled state
         self._polled_np = 0  # ... that are not partitionable (ResMgr::needsPolling counts these)
         self._next_update: float | None = None
+        self._update_period = 300.0
         self._next_poll: float | None = None
         self._duty: dict[str, str] = {}
         self.knobs = PolicyKnobs()
@@ -308,7 +309,7 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
         if self._next_poll is None:
             self._next_poll = self.now + self.knobs.polling_interval
 
-    def _reset_timers(self, old_update_interval: float) -> None:
+    def _reset_timers(self) -> None:
         """ResMgr::reset_timers, at the end of a reconfig: a running poll timer starts a whole
         POLLING_INTERVAL again from now (Reset_Timer); the update timer keeps the start of its current
         period and takes the new UPDATE_INTERVAL from there (Reset_Timer_Period: a time already past
@@ -316,8 +317,9 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
         if self._next_poll is not None:
             self._next_poll = self.now + self.knobs.polling_interval
         if self._next_update is not None:
-            started = self._next_update - old_update_interval
+            started = self._next_update - self._update_period
             self._next_update = max(started + self.knobs.update_interval, self.now)
+        self._update_period = self.knobs.update_interval
 
     def next_wakeup(self) -> float | None:
         """The exact time of the next timer, or None when nothing is scheduled."""
@@ -422,6 +424,7 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
             s = self.slots[name]
             self._emit(SlotCreated(self.now, name, s.state.value, s.activity.value, s.parent_name))
         self._next_update = self.now + self.knobs.update_interval
+        self._update_period = self.knobs.update_interval  # the update timer's period (see _reset_timers)
         self.eval_all(self.now)
         self._publish_hibernate(self.now)
         self._changed.update(self.slots)
