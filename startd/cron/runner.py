@@ -5,17 +5,18 @@ Each job of STARTD_CRON_JOBLIST runs in its MODE:
 - ``Periodic``: every PERIOD seconds. A run still going when the next is due is not started twice:
   with KILL true it is killed and a new run starts, otherwise that turn is skipped.
 - ``WaitForExit``: PERIOD seconds after the previous run exited (0: a continuous job, restarted at
-  once); every ``-`` block it prints is published as soon as it ends.
+  once).
 - ``OneShot``: once at start, and again at each reconfiguration when RECONFIG_RERUN is true (a run
   still going is killed first when KILL is true).
 - ``OnDemand``: only when asked (the benchmark jobs).
 
 A job whose JOB_LOAD would take the running cron jobs over STARTD_CRON_MAX_JOB_LOAD (default 0.1)
 waits until there is room (a job always runs when nothing else does). RECONFIG true sends a running
-job SIGHUP at reconfiguration. Output follows :mod:`startd.hooks.protocol`; a run's ads go to the engine
-as a :class:`CronOutput` when it ends (even a non-zero exit, as HTCondor does), each with
-``<PREFIX>LastUpdate``; garbage lines are logged and skipped; output over the cap kills the run and
-keeps the ads completed before it. How a run ended is logged as HTCondor's ``CronJob::Reaper`` logs it:
+job SIGHUP at reconfiguration. Output follows :mod:`startd.hooks.protocol`; in every mode each ``-`` block
+goes to the engine as a :class:`CronOutput` as soon as it ends (CronJob::StdoutHandler processes the queue
+at each separator), with ``<PREFIX>LastUpdate`` the time it ended, and what follows the last separator when
+the run ends (even a non-zero exit, as HTCondor does); garbage lines are logged and skipped; output over
+the cap kills the run and keeps the ads completed before it. How a run ended is logged as HTCondor's ``CronJob::Reaper`` logs it:
 a run killed by a signal, or one that exits non-zero while STARTD_CRON_LOG_NON_ZERO_EXIT (BENCHMARKS_CRON_...
 for the benchmarks) is true, has failed, and only a failed run has its status, the output it printed after
 its last separator and its standard error logged; the standard error of any other run is dropped unread,
@@ -368,16 +369,12 @@ class CronRunner:
 
     async def _run(self, key: str, job: JobSpec, run: _Run) -> ProcessResult:
         exe, args = _command(job)
-        parser = OutputParser(job.prefix)
-        streamed: list[CronAd] = []
+        parser = OutputParser(job.prefix, clock=self._clock)
 
         def on_line(line: str) -> None:
             ad = parser.feed_line(line)
             if ad is not None:
-                if job.mode == "waitforexit":
-                    self._publish(job, [ad])
-                else:
-                    streamed.append(ad)
+                self._publish(job, ad)  # CronJob::StdoutHandler: each block at its separator, in every mode
 
         def started(pid: int) -> None:
             run.pid = pid
@@ -398,24 +395,16 @@ class CronRunner:
         run.pid = None
         run.finished = True
         queued = list(parser.queued)
-        if not res.truncated:
-            last = parser.close()
-            if last is not None:
-                streamed.append(last)
+        last = None if res.truncated else parser.close()
         self._log_run(job, res, parser, queued)
-        if streamed:
-            self._publish(job, streamed)
+        if last is not None:
+            self._publish(job, last)  # CronJob::Reaper: the lines after the last separator
         self._report_load()
         return res
 
-    def _publish(self, job: JobSpec, ads: list[CronAd]) -> None:
-        now = self._clock()
-        pairs = []
-        for a in ads:
-            a.ad[f"{job.prefix}LastUpdate"] = int(now)
-            pairs.append((a.tag, a.ad))
-        flags = [a.update for a in ads if a.update is not None]
-        self._safe_feed(CronOutput(now=now, name=job.name, ads=pairs, update=any(flags) if flags else None))
+    def _publish(self, job: JobSpec, ad: CronAd) -> None:
+        """One block, as ClassAdCronJob::ProcessOutput hands it to StartdCronJob::Publish."""
+        self._safe_feed(CronOutput(now=self._clock(), name=job.name, ads=[(ad.tag, ad.ad)], update=ad.update))
 
     def _log_run(self, job: JobSpec, res: ProcessResult, parser: OutputParser, queued: list[str]) -> None:
         """Log how a run ended, as HTCondor's ``CronJob::Reaper`` (src/condor_utils/cron_job.cpp) does.

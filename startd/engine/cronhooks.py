@@ -6,6 +6,9 @@ Each slot ad is the slot's own attributes with the named ads merged over them in
 first registered, each into the slots it routes to: SlotMergeConstraint (evaluated with the slot as
 TARGET) first, else SlotName/Name as a prefix of the slot's Name, else SlotTypeId, else SlotId, else
 every slot; the job's SLOTS list limits it further. The routing attributes themselves are never merged.
+Merging only inserts (MergeClassAdsIgnoring into ``r_classad``): an attribute a later run no longer prints
+stays in the slot's policy ad until the ad is built afresh (Resource::init_classad: a reconfig, leaving
+Preempting), though the ads the startd publishes, built anew each time, no longer carry it.
 
 Hooks (HTCondor's ``StartdHookMgr`` and ``StarterHookMgr``): which program a keyword's hook runs, its
 timeout, the keyword of a slot (fetch work) and of a job (the starter's hooks), what UPDATE_JOB_INFO and
@@ -108,9 +111,12 @@ class CronAds:
         return True
 
     def merge_into(self, ad: ClassAd, slot_id: int, slot_name: str, merged: set[str],
-                   now: float) -> tuple[set[str], bool]:
-        """Merge the named ads routed to this slot into its ``ad``. ``merged`` are the attributes (lower
-        case) merged last time; returns the ones merged now and whether the ad changed."""
+                   now: float, *, rebuild: bool = False) -> tuple[set[str], set[str], bool]:
+        """Merge the named ads routed to this slot into its ``ad`` (StartdNamedClassAdList::Publish).
+        ``merged`` are the attributes (lower case) cron ads have put in the ad. Merging inserts and never
+        takes away; with ``rebuild`` (Resource::init_classad builds the ad afresh) the attributes no named
+        ad gives any more leave it. Returns (the attributes cron ads have put in the ad, those among them
+        that no named ad gives now, whether the ad changed)."""
         new: dict[str, tuple[str, Any]] = {}
         for nad in self.ads.values():
             cad = nad.ad
@@ -129,16 +135,21 @@ class CronAds:
                     continue
                 new[lk] = (cad.name_of(k), cad[k])
         changed = False
-        for lk in merged - set(new):
-            if lk in ad:
-                del ad[lk]
-                changed = True
+        now_given = set(new)
+        if rebuild:
+            for lk in merged - now_given:
+                if lk in ad:
+                    del ad[lk]
+                    changed = True
+            present = now_given
+        else:
+            present = merged | now_given
         for _, (name, expr) in new.items():
             old = ad.lookup(name)
             if old is None or old != expr:
                 ad[name] = expr
                 changed = True
-        return set(new), changed
+        return present, present - now_given, changed
 
     def take(self, inp: CronOutput) -> bool:
         """Store a run's ads; True when the slots it changes should be published at once."""

@@ -115,7 +115,8 @@ class Slot:
     children: list[str] = field(default_factory=list)  # its dynamic slots, in slot-id order
     config_attrs: set[str] = field(default_factory=set)  # STARTD_ATTRS names published last time
     deleted: bool = False
-    cron_attrs: set[str] = field(default_factory=set)  # attributes (lower case) merged from cron ads
+    cron_attrs: set[str] = field(default_factory=set)  # attributes (lower case) cron ads put in the ad
+    cron_stale: set[str] = field(default_factory=set)  # ... that no named ad gives any more (see CronAds)
     fetching: bool = False  # the FETCH_WORK hook is running for this slot
     fetch_done: float | None = None  # when the last fetch ended (None: never fetched)
     fetch_at: float | None = None  # when to try fetching next

@@ -337,6 +337,10 @@ class ResState(Explaining):
             slot.match_deadline = None
         if old_s == State.PREEMPTING and statechange:
             slot.vacate_deadline = slot.killing_deadline = None
+            # leave_action: Resource::init_classad builds the ad afresh, without the cron attributes no
+            # named ad gives any more
+            if slot.cron_stale:
+                self._merge_cron(slot, rebuild=True)
 
     def _enter(self, slot: Slot, statechange: bool) -> bool:
         """ResState::enter_action. Returns True when it already moved the slot elsewhere."""

@@ -123,7 +123,7 @@ class SlotAds(ResourceBase):
         self._publish_requirements(slot)
         self._publish_draining(slot)
         self._publish_claim(slot)
-        self._merge_cron(slot)
+        self._merge_cron(slot, rebuild=True)  # Resource::init_classad: the ad is built afresh
 
     def _publish_resources(self, slot: Slot) -> None:
         """The slot's resource and identity attributes (for a partitionable slot: what it has left, and
@@ -356,14 +356,14 @@ class SlotAds(ResourceBase):
         """A copy of the slot's ad as published now (Resource::publish_single_slot_ad for a query or an
         update): the claim's clocks, the state history, the statistics and the clocks brought up to date."""
         self._refresh_ad(slot)
-        return slot.ad.copy()
+        return self._without_stale(slot) if slot.cron_stale else slot.ad.copy()
 
     def published_ad(self, slot: str) -> ClassAd:
         """The live ad of ``slot`` as published now (what :meth:`_current_ad` copies), without the copy:
         for a caller that only reads it, and before the engine handles anything else."""
         s = self.slots[slot]
         self._refresh_ad(s)
-        return s.ad
+        return self._without_stale(s) if s.cron_stale else s.ad
 
     def _refresh_ad(self, slot: Slot) -> None:
         """Bring the figures published on every read up to date (:meth:`_publish_dynamic`), writing only
@@ -437,13 +437,26 @@ class SlotAds(ResourceBase):
         ad["DaemonLastReconfigTime"] = int(self._last_reconfig)
         self._publish_fetch(slot)  # HAVE_JOB_HOOKS: on every slot
 
-    def _merge_cron(self, slot: Slot) -> bool:
-        """Merge startd cron's named ads into ``slot``'s ad; True when the ad changed."""
+    def _merge_cron(self, slot: Slot, rebuild: bool = False) -> bool:
+        """Merge startd cron's named ads into ``slot``'s ad; True when the ad changed. Only ``rebuild``
+        (Resource::init_classad) takes away what no named ad gives any more."""
         if slot.deleted:
             return False
-        slot.cron_attrs, changed = self.cron.merge_into(slot.ad, slot.spec.id, slot.name, slot.cron_attrs,
-                                                        self.now)
+        stale = slot.cron_stale
+        slot.cron_attrs, slot.cron_stale, changed = self.cron.merge_into(
+            slot.ad, slot.spec.id, slot.name, slot.cron_attrs, self.now, rebuild=rebuild)
         if changed:
             slot.written.clear()  # a cron ad may set any name
-        return changed
+        elif slot.cron_stale != stale:
+            slot.ad._gen += 1  # the published copies change (they leave the stale attributes out)
+        return changed or slot.cron_stale != stale
+
+    def _without_stale(self, slot: Slot) -> ClassAd:
+        """A copy of the slot's ad without the cron attributes no named ad gives any more: the ad
+        Resource::publish_single_slot_ad builds anew (they stay in the policy ad, ``r_classad``)."""
+        ad = slot.ad.copy()
+        for lk in slot.cron_stale:
+            if lk in ad:
+                del ad[lk]
+        return ad
 

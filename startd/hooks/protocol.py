@@ -2,25 +2,28 @@
 
 A cron job prints ClassAd attributes, one ``Name = expression`` a line. A line that begins with ``-``
 ends an ad; what follows the dash is optional: a uniqueness tag that names the ad (``- gpu0`` or
-``-gpu0``), and/or ``update:true|false`` to force or suppress an immediate update. A job may print
-several ads in one run; a named ad replaces the ad of the same name that an earlier run printed.
-Lines after the last dash form one more ad. The job's PREFIX is put in front of every attribute
-name except the routing attributes (SlotMergeConstraint, SlotName, Name, SlotTypeId, SlotId), which
-choose the slots and are never merged into them.
+``-gpu0``: the first word, unless it holds a colon), and/or ``update:true|false`` (or ``update``) to force
+or suppress an immediate update (StartdCronJob::Publish). A job may print several ads in one run; a named
+ad replaces the ad of the same name that an earlier run printed. Lines after the last dash form one more
+ad. As HTCondor's ``CronJobOut::Output`` queues them, the job's PREFIX goes in front of every line, the
+routing attributes (SlotMergeConstraint, SlotName, Name, SlotTypeId, SlotId) included: under a prefix they
+route nothing and are merged like any other attribute. As ``ClassAdCronJob::ProcessOutput`` publishes a
+block, it adds ``<PREFIX>LastUpdate``, the time the block ended (when the parser is given a clock).
 
 :func:`parse_output` is pure: text in, ads and the lines it could not use out.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..classad import ClassAd
 from ..classad.parser import ClassAdSyntaxError, parse_old_line
 
 #: The attributes that steer which slots an ad is merged into; they are never merged themselves.
 ROUTING_ATTRS = ("SlotMergeConstraint", "SlotName", "Name", "SlotTypeId", "SlotId")
-_ROUTING_LOWER = frozenset(a.lower() for a in ROUTING_ATTRS)
 
 
 @dataclass
@@ -51,19 +54,22 @@ def _bool_word(text: str) -> bool | None:
 
 
 def parse_separator(rest: str) -> tuple[str | None, bool | None, list[str]]:
-    """The arguments after a ``-`` line: (tag, update, words that made no sense).
+    """The arguments after a ``-`` line, as StartdCronJob::Publish reads them: (tag, update, words that
+    made no sense).
 
-    The first word is a tag unless it contains a colon; ``update`` alone means ``update:true``.
+    The words are separated by commas or white space. The first is a tag unless it holds a colon (so a
+    lone ``update`` first is a tag); after it, ``update`` means ``update:true``, and ``update:`` with a value
+    that is not a boolean still asks for an update (``wants_update`` is set before the value is read).
     """
-    words = rest.split()
+    words = [w for w in re.split(r"[,\s]+", rest.strip()) if w]
     tag: str | None = None
     update: bool | None = None
     bad: list[str] = []
-    if words and ":" not in words[0] and words[0].lower() != "update":
+    if words and ":" not in words[0]:
         tag = words.pop(0)
     for w in words:
         key, colon, value = w.partition(":")
-        if key.lower() != "update":
+        if key != "update":
             bad.append(w)
             continue
         if not colon:
@@ -72,6 +78,7 @@ def parse_separator(rest: str) -> tuple[str | None, bool | None, list[str]]:
         b = _bool_word(value)
         if b is None:
             bad.append(w)
+            update = True
         else:
             update = b
     return tag, update, bad
@@ -81,8 +88,9 @@ class OutputParser:
     """Incremental parser: feed it lines as a job prints them; each completed ad comes back at once
     (a job in WaitForExit mode publishes every block as it ends)."""
 
-    def __init__(self, prefix: str = "") -> None:
+    def __init__(self, prefix: str = "", clock: Callable[[], float] | None = None) -> None:
         self.prefix = prefix
+        self.clock = clock  # the time a block ends, for its <PREFIX>LastUpdate (none without a clock)
         self._ad = ClassAd()
         self._count = 0
         self.bad_lines: list[tuple[str, str]] = []
@@ -94,23 +102,22 @@ class OutputParser:
         """One line of output (without its newline); returns an ad when the line ends one."""
         text = line.rstrip("\r\n")
         stripped = text.strip()
-        if text and not stripped.startswith("-"):
-            self.queued.append(self.prefix + text)
-        if not stripped or stripped.startswith("#"):
-            return None
-        if stripped.startswith("-"):
-            tag, update, bad = parse_separator(stripped[1:])
+        # CronJobOut::Output: a separator is a line whose first character is a dash
+        if text.startswith("-"):
+            tag, update, bad = parse_separator(text[1:])
             if bad:
                 self.bad_lines.append((text, "unknown separator arguments: " + " ".join(bad)))
             return self._finish(tag, update)
+        if text:
+            self.queued.append(self.prefix + text)
+        if not stripped or stripped.startswith("#"):
+            return None
         try:
-            name, node = parse_old_line(stripped)
+            # the PREFIX goes in front of every line, routing attributes included
+            name, node = parse_old_line(self.prefix + stripped)
         except (ClassAdSyntaxError, RecursionError, ValueError) as exc:
             self.bad_lines.append((text, str(exc).splitlines()[0] if str(exc) else "not an attribute"))
             return None
-        if name.lower() not in _ROUTING_LOWER:
-            # the routing attributes keep their names: a prefixed SlotId would route nothing
-            name = self.prefix + name
         self._ad[name] = _expr(node)
         self._count += 1
         return None
@@ -121,6 +128,8 @@ class OutputParser:
         self.queued = []
         if count == 0:
             return None  # HTCondor publishes nothing for an empty block
+        if self.clock is not None:
+            ad[f"{self.prefix}LastUpdate"] = int(self.clock())  # ClassAdCronJob::ProcessOutput
         return CronAd(ad, tag, update)
 
     def close(self) -> CronAd | None:
@@ -134,9 +143,10 @@ def _expr(node: object) -> object:
     return Expr(node)  # type: ignore[arg-type]
 
 
-def parse_output(text: str, prefix: str = "") -> ParsedOutput:
-    """Parse everything a run printed. Garbage lines are reported in ``bad_lines`` and skipped."""
-    p = OutputParser(prefix)
+def parse_output(text: str, prefix: str = "", now: float | None = None) -> ParsedOutput:
+    """Parse everything a run printed. Garbage lines are reported in ``bad_lines`` and skipped. With
+    ``now``, every ad gets ``<PREFIX>LastUpdate`` (a cron job's output; a hook's has none)."""
+    p = OutputParser(prefix, None if now is None else (lambda: now))
     out = ParsedOutput()
     for line in text.split("\n"):
         ad = p.feed_line(line)

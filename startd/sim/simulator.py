@@ -419,12 +419,12 @@ class Simulator(SimStarters, SimExpectations):
         if body.slot is not None:
             self._check_slot(i, "cron.slot", body.slot)
         prefix = self.conf.get(f"STARTD_CRON_{body.name}_PREFIX") or ""
-        parsed = parse_output(body.output, prefix)
-        flags = [a.update for a in parsed.ads if a.update is not None]
-        update = any(flags) if flags else None
-        self._feed(ev.CronOutput(now=self.now, name=body.name, ads=[(a.tag, a.ad) for a in parsed.ads],
-                                 update=update, slot=body.slot))
-        self._drain_followups()
+        # each block is published as it ends (CronJob::StdoutHandler), with <PREFIX>LastUpdate
+        # (ClassAdCronJob::ProcessOutput)
+        for a in parse_output(body.output, prefix, now=self.now).ads:
+            self._feed(ev.CronOutput(now=self.now, name=body.name, ads=[(a.tag, a.ad)], update=a.update,
+                                     slot=body.slot))
+            self._drain_followups()
 
     def _hook_answer(self, out: ev.RunHook) -> ev.HookResult:
         """What a hook the engine ran answers: the first scripted answer for it, else nothing."""

@@ -19,10 +19,22 @@ def test_dash_ends_an_ad_and_names_it() -> None:
 
 
 def test_update_flag_forms() -> None:
+    # StartdCronJob::Publish: the first word is a tag unless it holds a colon; then update[:bool]
     assert parse_separator(" update:false") == (None, False, [])
-    assert parse_separator(" update") == (None, True, [])
+    assert parse_separator(" t1 update") == ("t1", True, [])
     assert parse_separator(" t1 update:yes") == ("t1", True, [])
+    assert parse_separator(" t1,update:true") == ("t1", True, [])
     assert parse_separator(" t1 colour:red") == ("t1", None, ["colour:red"])
+
+
+def test_a_lone_update_word_is_a_tag() -> None:
+    # StartdCronJob::Publish: "update" holds no colon, so as the first word it names the ad
+    assert parse_separator(" update") == ("update", None, [])
+
+
+def test_an_update_value_that_is_not_a_boolean_still_asks_for_an_update() -> None:
+    # StartdCronJob::Publish sets wants_update before string_is_boolean_param reads the value
+    assert parse_separator(" t1 update:maybe") == ("t1", True, ["update:maybe"])
 
 
 def test_garbage_lines_are_reported_and_skipped() -> None:
@@ -31,9 +43,37 @@ def test_garbage_lines_are_reported_and_skipped() -> None:
     assert [b[0] for b in out.bad_lines] == ["this is not an attribute", "= 5", "B = ("]
 
 
-def test_routing_attributes_keep_their_names_under_a_prefix() -> None:
+def test_the_prefix_goes_on_every_line_routing_attributes_included() -> None:
+    # CronJobOut::Output puts the PREFIX in front of every line it queues: under a prefix, SlotId is
+    # P_SlotId, an attribute like any other, and routes nothing
     (ad,) = parse_output("X = 1\nSlotId = 2\nSlotMergeConstraint = true\n", prefix="P_").ads
-    assert sorted(ad.ad.name_of(k) for k in ad.ad) == ["P_X", "SlotId", "SlotMergeConstraint"]
+    assert sorted(ad.ad.name_of(k) for k in ad.ad) == ["P_SlotId", "P_SlotMergeConstraint", "P_X"]
+    (ad,) = parse_output("X = 1\nSlotId = 2\n").ads
+    assert sorted(ad.ad.name_of(k) for k in ad.ad) == ["SlotId", "X"]
+
+
+def test_every_block_gets_prefix_last_update_when_it_ends() -> None:
+    # ClassAdCronJob::ProcessOutput: at the end of a block with attributes, <PREFIX>LastUpdate = time(NULL)
+    out = parse_output("A = 1\n- t1\nB = 2\nLastUpdate = 5\n", prefix="P_", now=1000.7)
+    assert [a.ad.evaluate("P_LastUpdate") for a in out.ads] == [1000, 1000]
+    (ad,) = parse_output("A = 1\n", now=50).ads
+    assert ad.ad.evaluate("LastUpdate") == 50  # an empty prefix: plain LastUpdate
+    (ad,) = parse_output("A = 1\n").ads  # a hook's output (no clock): nothing added
+    assert "LastUpdate" not in ad.ad
+    times = iter([10.0, 20.0])
+    p = OutputParser("", clock=lambda: next(times))
+    p.feed_line("A = 1")
+    first = p.feed_line("-")
+    p.feed_line("B = 2")
+    second = p.close()
+    assert first is not None and second is not None
+    assert (first.ad.evaluate("LastUpdate"), second.ad.evaluate("LastUpdate")) == (10, 20)
+
+
+def test_a_separator_is_a_dash_in_the_first_column() -> None:
+    # CronJobOut::Output checks buf[0]: an indented dash is an ordinary (bad) line
+    out = parse_output("A = 1\n  -\nB = 2\n")
+    assert [sorted(a.ad) for a in out.ads] == [["A", "B"]] and [b[0] for b in out.bad_lines] == ["  -"]
 
 
 def test_empty_blocks_publish_nothing_and_comments_are_ignored() -> None:

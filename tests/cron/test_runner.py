@@ -109,11 +109,12 @@ async def test_several_named_ads_and_update_flag(script) -> None:
     r = CronRunner()
     r.start(conf(f"use FEATURE : StartdCronOneShot(M, {path})\n"), got.append)
     try:
-        await wait_for(lambda: bool(outputs(got)))
+        await wait_for(lambda: len(outputs(got)) >= 2)
     finally:
         await r.shutdown()
-    out = outputs(got)[0]
-    assert [t for t, _ in out.ads] == ["s1", None] and out.update is True
+    # CronJob::StdoutHandler publishes each block as its separator comes, with its own arguments
+    assert [(o.ads[0][0], o.update) for o in outputs(got)] == [("s1", None), (None, True)]
+    assert all(len(o.ads) == 1 and isinstance(o.ads[0][1].evaluate("LastUpdate"), int) for o in outputs(got))
 
 
 async def test_megabytes_of_output_are_capped(script, caplog) -> None:
@@ -123,10 +124,9 @@ async def test_megabytes_of_output_are_capped(script, caplog) -> None:
     r = CronRunner(max_output=200_000)
     r.start(conf(f"use FEATURE : StartdCronOneShot(F, {path})\n"), got.append)
     try:
-        await wait_for(lambda: bool(outputs(got)), 20)
+        await wait_for(lambda: any("more than" in rec.getMessage() for rec in caplog.records), 20)
     finally:
         await r.shutdown()
-    assert any("more than" in rec.getMessage() for rec in caplog.records), (got, caplog.records)
     (tag, ad), = outputs(got)[0].ads  # the ad completed before the cap; the flood is dropped
     assert ad.evaluate("A") == 1 and "B" not in ad
 
@@ -139,6 +139,21 @@ async def test_wait_for_exit_streams_each_block(script) -> None:
     try:
         await wait_for(lambda: len(outputs(got)) >= 2)
         assert [o.ads[0][1].evaluate("N") for o in outputs(got)[:2]] == [1, 2]
+    finally:
+        await r.shutdown()
+
+
+async def test_every_block_is_published_at_its_separator_in_every_mode(script) -> None:
+    # CronJob::StdoutHandler runs ProcessOutputQueue at each separator whatever the job's mode, and
+    # ClassAdCronJob::ProcessOutput stamps the block with <PREFIX>LastUpdate as it publishes it
+    path = script("oneshot", "echo N = 1\necho -\nexec sleep 300\n")
+    got: list[Any] = []
+    r = CronRunner()
+    r.start(conf(f"use FEATURE : StartdCronOneShot(O, {path})\nSTARTD_CRON_O_PREFIX = O_\n"), got.append)
+    try:
+        await wait_for(lambda: bool(outputs(got)))  # long before the run (a 300 s sleep) ends
+        (tag, ad), = outputs(got)[0].ads
+        assert ad.evaluate("O_N") == 1 and abs(ad.evaluate("O_LastUpdate") - time.time()) < 5
     finally:
         await r.shutdown()
 

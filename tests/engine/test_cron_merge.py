@@ -100,3 +100,49 @@ def test_cron_job_load_counts_in_condor_load() -> None:
     d.do(CronLoad(now=401, load=0.0))
     d.until(800)
     assert _val(d, "slot1", "CondorLoadAvg") == 0.0
+
+
+def test_a_prefixed_slot_id_is_an_attribute_and_routes_nothing() -> None:
+    # CronJobOut::Output: the PREFIX goes on every line, so SlotId under a prefix is P_SlotId; the
+    # ad has no SlotId left to route it (StartdNamedClassAd::ShouldMergeInto), it goes to every slot
+    d = Driver("STARTD_CRON_JOBLIST = j\nSTARTD_CRON_J_PREFIX = P_\n", cpus=2)
+    _feed(d, 10, "j", "X = 1\nSlotId = 2\n", prefix="P_")
+    assert [(_val(d, s, "P_X"), _val(d, s, "P_SlotId")) for s in ("slot1", "slot2")] == [(1, 2), (1, 2)]
+
+
+def test_an_attribute_a_later_run_no_longer_prints_stays_in_the_policy_until_a_reconfig() -> None:
+    # StartdNamedClassAd::Merge (MergeClassAdsIgnoring) only inserts into r_classad, which only
+    # Resource::init_classad builds afresh (main_config -> initResourceAds); the published ad is built anew
+    # (Resource::publish_single_slot_ad) from the named ads as they are
+    d = Driver("STARTD_CRON_JOBLIST = j\n")
+    _feed(d, 10, "j", "Flag = 1\nX = 1\n")
+    _feed(d, 20, "j", "X = 2\n")
+    live = d.eng.slots["slot1"].ad
+    assert live.evaluate("Flag") == 1 and live.evaluate("X") == 2  # what the policy reads
+    assert _val(d, "slot1", "Flag") is UNDEFINED and "Flag" not in d.eng.published_ad("slot1")
+    d.until(400)  # the passes merge again, and still only insert
+    assert d.eng.slots["slot1"].ad.evaluate("Flag") == 1
+    d.do(Reconfig(now=401, config=config.load(text="NUM_SLOTS = 1\nRUNBENCHMARKS = False\n"
+                                                    "SLOT_TYPE_0_PARTITIONABLE = False\nSTARTD_CRON_JOBLIST = j\n")))
+    assert "Flag" not in d.eng.slots["slot1"].ad and d.eng.slots["slot1"].ad.evaluate("X") == 2
+
+
+def test_leaving_preempting_rebuilds_the_policy_ad_without_the_attributes_no_run_prints() -> None:
+    # ResState::leave_action: leaving Preempting calls Resource::init_classad
+    from startd.engine.events import ActivateClaim, ReleaseClaim, RequestClaim
+
+    from engine_helpers import job
+
+    d = Driver("STARTD_CRON_JOBLIST = j\n")
+    _feed(d, 10, "j", "Flag = 1\n")
+    _feed(d, 20, "j", "Other = 1\n")
+    d.do(RequestClaim(now=30, slot="slot1", claim_id="c1", job=job(), client="schedd@x"))
+    d.do(ActivateClaim(now=31, claim_id="c1"))
+    assert d.eng.slots["slot1"].ad.evaluate("Flag") == 1
+    d.do(ReleaseClaim(now=40, claim_id="c1"))  # kill_claim: Preempting/Killing, then the job is gone
+    assert d.state() == "Preempting/Killing"
+    from startd.engine.events import JobExited
+
+    d.do(JobExited(now=41, claim_id="c1", starter_exited=True))
+    assert d.state() == "Unclaimed/Idle" and "Flag" not in d.eng.slots["slot1"].ad
+    assert d.eng.slots["slot1"].ad.evaluate("Other") == 1
