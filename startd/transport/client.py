@@ -134,6 +134,8 @@ class StartdConnection:
             size=lambda c: len(c.payload))
         self._busy_streak = 0
         self._stopping = False
+        #: when each retained topic was last published again because another copy had replaced it
+        self._restored: dict[str, float] = {}
         #: retained command messages found and ignored
         self.retained_commands_ignored = 0
 
@@ -357,6 +359,7 @@ class StartdConnection:
             done, _ = await asyncio.wait({idle, reader, writer}, return_when=asyncio.FIRST_COMPLETED)
             if idle in done:
                 self.connected.set()
+                await self._watch_own_topics(client)
                 done, _ = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_EXCEPTION)
             for t in done:
                 if t is not idle:
@@ -367,6 +370,34 @@ class StartdConnection:
                                   what="MQTT reader/writer")
             self._publishing.clear()
             self._io = set()
+
+    async def _watch_own_topics(self, client: aiomqtt.Client) -> None:
+        """Follow this daemon's own retained topics (status, daemon ad, slot ads), once they are on the
+        broker again: another copy that replaces one of them, such as the older copy a bridged broker kept
+        and sends back when the bridge or this broker restarts, is put right (:meth:`_restore`). MQTT 5's
+        no-local option spares the daemon its own publications."""
+        filters = (self.topics.status, self.topics.daemon, self.topics.slots)
+        for f in filters:
+            if self.protocol == "5":
+                await client.subscribe(f, options=SubscribeOptions(qos=QOS, noLocal=True))
+            else:
+                await client.subscribe(f, qos=QOS)
+
+    def _restore(self, topic: str, payload: bytes) -> None:
+        """A message on one of this daemon's retained topics that differs from what it keeps there: publish
+        its own again (at most once a second a topic, so two daemons given the same name cannot flood the
+        broker; the second correction waits for the end of that second)."""
+        held = self._retained.get(topic)
+        if held is None or payload == held or topic in self._dirty or self._stopping:
+            return
+        loop = asyncio.get_running_loop()
+        wait = self._restored.get(topic, float("-inf")) + 1.0 - loop.time()
+        if wait > 0:
+            loop.call_later(wait, self._restore, topic, payload)
+            return
+        self._restored[topic] = loop.time()
+        log.info("retained message replaced by another copy: publishing ours again", topic=topic)
+        self._mark(topic)
 
     async def _write(self, client: aiomqtt.Client) -> None:
         """Send what is dirty, then the backlog, :data:`PUBLISH_WINDOW` publications at a time: each is
@@ -443,6 +474,8 @@ class StartdConnection:
         async for message in client.messages:
             topic = message.topic.value
             if topic != self.topics.command and not topic.startswith(self.topics.command + "/"):
+                if topic in self._retained:
+                    self._restore(topic, message.payload if isinstance(message.payload, bytes) else b"")
                 continue
             props = message.properties
             response_topic = getattr(props, "ResponseTopic", None) if props is not None else None
