@@ -6,10 +6,12 @@ the figures it publishes (KeyboardIdle, the claim's run times, the expected drai
 functions of the time, and the decisions read the time only through those figures, ``time()`` and the
 clocks a few states keep (retirement, CLAIM_WORKLIFE, MATCH_TIMEOUT's timer).
 
-So after a pass that changed nothing, if every slot is in a state whose decisions read no clock and every
-expression those decisions evaluated refers, through the slot ad and the job ad, to no clock figure and calls
-no function of the time, the passes that follow until the next input decide exactly the same. Such a pass is
-*quiet*: the engine keeps its time (and the state history's averages, which it advances as the pass would)
+So after a pass that changed nothing, if every slot is in a state whose decisions read no clock of their
+own and every expression those decisions evaluated refers, through the slot ad and the job ad, to no clock
+figure and calls no function of the time, the passes that follow until the next input decide exactly the
+same. When they do read the clock (KeyboardIdle, ``time() - EnteredCurrentActivity``, the claim's run
+time), the interval evaluation of :mod:`.horizon` bounds the time up to which their values hold, and the
+passes before it decide the same. Such a pass is *quiet*: the engine keeps its time (and the state history's averages, which it advances as the pass would)
 and writes the clock figures only when somebody is about to read or change the slot ads: the shell reading
 an ad, the next input, a timer. The ads are then exactly what the skipped passes would have left.
 
@@ -24,8 +26,6 @@ from typing import Any, Iterable, Iterator
 
 from ..classad import ClassAd
 from ..classad.ast import AttrRef, Call, Literal, Node, iter_nodes
-from ..classad.functions import FUNCTIONS
-from ..classad.functions_time import TIME_FUNCTIONS
 from .events import (
     ActivateClaim,
     ContinueClaim,
@@ -44,23 +44,10 @@ from .events import (
     Vacate,
 )
 from .figures import MACHINE_NAMES, MACHINE_TOTALS
-from .resource import ResourceBase, Slot
+from .horizon import _READS_ADS, CLOCK_NAMES, INF, Horizons, clock_free  # noqa: F401  (clock_free: read by the tests)
+from .resource import Slot
 from .slotad import CLAIM_ATTRS, CLIENT_ATTRS
 from .states import Activity, State
-from .stats import COUNTERS, HISTORY, PROBES
-
-# The attributes (lower case) whose values move with the clock between inputs: what a pass refreshes from
-# the time (ResMgr::assign_keyboard, compute, Claim::publishStateTimes, compute_draining_attrs), what a read
-# of the ad refreshes (publishHistoryInfo, StartdStats, MyCurrentTime...) and old ClassAds' CurrentTime.
-CLOCK_NAMES = frozenset(n.lower() for n in (
-    "KeyboardIdle", "ConsoleIdle", "ClockMin", "ClockDay", "CurrentTime", "MyCurrentTime", "LastHeardFrom",
-    "TotalJobRunTime", "TotalJobSuspendTime", "TotalClaimRunTime", "TotalClaimSuspendTime",
-    "RetirementTimeRemaining", "ExpectedMachineGracefulDrainingBadput", "ExpectedMachineQuickDrainingBadput",
-    "ExpectedMachineGracefulDrainingCompletion", "ExpectedMachineQuickDrainingCompletion",
-    "TotalMachineDrainingBadput", "TotalMachineDrainingUnclaimedTime", "DaemonStartTime",
-    "DaemonLastReconfigTime", "LastFetchWorkSpawned", "LastFetchWorkCompleted", "NextFetchWorkDelay",
-    *(name for _, _, name in HISTORY), *COUNTERS, *(f"Recent{c}" for c in COUNTERS), *PROBES,
-    *(f"Recent{p}" for p in PROBES)))
 
 # Everything a pass writes before it evaluates (ResMgr::compute, assign_load, assign_keyboard, Claim::publish,
 # compute_draining_attrs), besides the clocks: the loads, the claim's holder and job, its usage. With the
@@ -69,75 +56,24 @@ FIGURE_NAMES = CLOCK_NAMES | frozenset(n.lower() for n in (
     "LoadAvg", "TotalLoadAvg", "TotalCondorLoadAvg", "CondorLoadAvg", "CurrentRank", "NumPids", "ImageSize",
     "CpusUsage", "JobPid", *CLAIM_ATTRS, *CLIENT_ATTRS))
 
-# Functions whose value is not decided by their arguments alone: the time's, random(), and those that
-# evaluate text or names chosen at run time (their references cannot be read off the tree).
-_READS_ADS = frozenset({"eval", "evalineachcontext", "debug"})
-_UNSTEADY = frozenset(TIME_FUNCTIONS) | {"random"} | _READS_ADS
-
 # The figures that are the machine's (each slot's share of the load, the totals, the draining expectations)
 _MACHINE_FIGURES = frozenset(n.lower() for n in (*MACHINE_NAMES, *MACHINE_TOTALS))
-
-# A closure larger than this is not analysed (the pass is simply not quiet).
-_CLOSURE_LIMIT = 512
 
 # The inputs that act on one slot, named by the slot or by one of its claims' ids
 _SLOT_NAMED = frozenset({Match, RequestClaim, Vacate})
 _CLAIM_NAMED = frozenset({ActivateClaim, SuspendClaim, ContinueClaim, DeactivateClaim, ReleaseClaim, JobStarted,
                           JobExited, StarterExited, JobUsage})
 
-# The states whose decisions (ResState::eval_policy and do_periodic_actions) read no clock of their own:
-# a claim running its job outside retirement (WANT_SUSPEND, SUSPEND, PREEMPT), and a match waiting for its
-# claim (nothing is evaluated; MATCH_TIMEOUT is a timer).
-_STEADY_STATES = frozenset({(State.CLAIMED, Activity.BUSY), (State.MATCHED, Activity.IDLE)})
 
-
-def clock_free(names: Iterable[str], nodes: Iterable[Node], ads: tuple[ClassAd, ...], *,
-               figures: frozenset[str] | None = None) -> bool:
-    """Whether the expressions ``nodes`` and the attributes ``names`` (lower case), with every attribute
-    they refer to in any of ``ads`` (the slot ad and the job ad: a reference is looked up in both), depend
-    on nothing that moves with the clock. With ``figures`` (lower case names), the question is instead
-    whether they read none of those attributes (they may call time() and random())."""
-    unsteady = _UNSTEADY if figures is None else _READS_ADS
-    forbidden = CLOCK_NAMES if figures is None else figures
-    seen: set[str] = set()
-    todo = list(names)
-    pending = list(nodes)
-    while todo or pending:
-        while todo:
-            name = todo.pop()
-            if name in seen:
-                continue
-            if name in forbidden or len(seen) >= _CLOSURE_LIMIT:
-                return False
-            seen.add(name)
-            for ad in ads:
-                node = ad._attrs.get(name)
-                if node is not None and type(node) is not Literal:
-                    pending.append(node)
-                elif node is not None and isinstance(node.value, ClassAd):
-                    return False  # a nested ad's expressions have scopes of their own
-        while pending:
-            for n in iter_nodes(pending.pop()):
-                t = type(n)
-                if t is AttrRef:
-                    todo.append(n.lname)  # type: ignore[attr-defined]
-                elif t is Call:
-                    fn = n.lname  # type: ignore[attr-defined]
-                    if fn in unsteady or fn not in FUNCTIONS:
-                        return False
-                elif t is Literal and isinstance(n.value, ClassAd):  # type: ignore[attr-defined]
-                    return False
-    return True
-
-
-class QuietPasses(ResourceBase):
+class QuietPasses(Horizons):
     """Which passes are quiet, and the clock figures they leave to be written (see the module's text)."""
 
     quiet_enabled = True  # False: every pass is evaluated in full (what the quiet ones are checked against)
     quiet_passes = 0  # how many passes were quiet
     lazy_passes = 0  # how many evaluated passes left their figures to be written when read
     steady_skips = 0  # how many evaluations of a slot were skipped as steady
-    _quiet = False  # the last pass certified that the next ones are quiet, as long as no input comes
+    _quiet_flag = False  # the last pass certified that the next ones are quiet, as long as no input comes
+    _quiet_until = float("inf")  # ... and up to this time (see .horizon)
     _deferred_at: float | None = None  # the time of the last pass whose figures are not all written yet
     _fig_epoch = 0  # counts the passes that left their figures unwritten (a slot's fig_epoch: written)
     _agg: tuple[int, Any] | None = None  # (epoch, the machine's part of that pass's figures)
@@ -151,6 +87,8 @@ class QuietPasses(ResourceBase):
     # read none of the figures stay so through an input to another slot, the others (_steady_local) not
     _steady: set[str]
     _steady_local: set[str]
+    # a steady slot's decisions stay until then (absent: until the next input); made with the first pass
+    _steady_until: dict[str, float]
     _nonstatic: int  # how many slots are partitionable or dynamic
     _next_seq: int
     conf: Any
@@ -160,6 +98,16 @@ class QuietPasses(ResourceBase):
     _benchmarking: bool
     _backfill_running: bool
     _cross_names: set[str]
+
+    @property
+    def _quiet(self) -> bool:
+        """Whether this pass (at ``self.now``) is quiet: certified by the last evaluated pass, and before
+        the time its slots' decisions may change (see .horizon)."""
+        return self._quiet_flag and self.now < self._quiet_until
+
+    @_quiet.setter
+    def _quiet(self, quiet: bool) -> None:
+        self._quiet_flag = quiet
 
     def _compute_draining_attrs(self, now: float, before_read: Any) -> None:
         raise NotImplementedError
@@ -309,24 +257,6 @@ class QuietPasses(ResourceBase):
         self.__dict__["_may_wait"] = (key, may)
         return may
 
-    def _closure_free(self, memo: dict[str, tuple[Any, ...]], key: Any, slot: Slot, job: ClassAd | None,
-                      extra: tuple[Any, ...], names: list[str], nodes: list[Node],
-                      figures: frozenset[str] | None = None) -> bool:
-        """:func:`clock_free` of ``names`` and ``nodes`` over the slot ad and ``job``, remembered in ``memo``
-        under ``key`` while neither ad changed an expression (the ads compared by identity) and ``extra``
-        (what else the question was made of) is the same."""
-        ad = slot.ad
-        jx = -1 if job is None else job._xgen
-        kept = memo.get(key)
-        if kept is not None and kept[0] is ad and kept[1] == ad._xgen and kept[2] is job and kept[3] == jx \
-                and kept[4] == extra:
-            return kept[5]  # type: ignore[no-any-return]
-        free = clock_free(names, nodes, (ad,) if job is None else (ad, job), figures=figures)
-        if len(memo) > 64 * len(self.slots) + 256:
-            memo.clear()
-        memo[key] = (ad, ad._xgen, job, jx, extra, free)
-        return free
-
     def _reading(self, slot: Slot, attr: str, job: ClassAd | None, node: Node | None = None) -> None:
         """Before a pass that left its figures unwritten evaluates ``attr`` of ``slot`` (or the expression
         ``node``, known as ``attr``): write them first when the expression refers to one."""
@@ -447,26 +377,43 @@ class QuietPasses(ResourceBase):
         epoch = self._fig_epoch
         kept = self._agg
         machine_known = kept is not None and kept[0] == epoch
+        gens = self._figure_gens()
         with self._at_pass() as at:
             for s in slots:
                 if s.deleted:
                     continue
-                if s.fig_epoch != epoch:
-                    snap = self._snap(s, at) if own and not machine_known else None
-                    if snap is not None:
-                        if self._snaps_epoch != epoch:
-                            self._snaps, self._snaps_epoch = {}, epoch
-                        self._snaps[s.spec.name] = snap
-                        s.fig_epoch = s.owes = epoch
-                        self._own_figures(s, at)
-                        continue
-                    s.fig_epoch = epoch
-                    self._slot_figures(s, self._machine_part())
-                    machine_known = True
-                elif s.owes == epoch and not own:
-                    s.owes = 0
-                    self._machine_share(s, self._machine_part())
-                    machine_known = True
+                gen = s.ad._gen
+                machine_known = self._write_one(s, at, epoch, own, machine_known)
+                if s.ad._gen != gen:
+                    gens[s.name] = gens.get(s.name, 0) + s.ad._gen - gen
+
+    def _write_one(self, s: Slot, at: float, epoch: int, own: bool, machine_known: bool) -> bool:
+        """:meth:`_write_figures` for one slot; returns whether the machine's part is worked out now."""
+        if s.fig_epoch != epoch:
+            snap = self._snap(s, at) if own and not machine_known else None
+            if snap is not None:
+                if self._snaps_epoch != epoch:
+                    self._snaps, self._snaps_epoch = {}, epoch
+                self._snaps[s.spec.name] = snap
+                s.fig_epoch = s.owes = epoch
+                self._own_figures(s, at)
+                return machine_known
+            s.fig_epoch = epoch
+            self._slot_figures(s, self._machine_part())
+            return True
+        if s.owes == epoch and not own:
+            s.owes = 0
+            self._machine_share(s, self._machine_part())
+            return True
+        return machine_known
+
+    def _figure_gens(self) -> dict[str, int]:
+        """How many changes of each slot's ad were figures written late (:meth:`_slot_mark` leaves them out:
+        a pass that evaluates would have written them before it evaluates)."""
+        gens: dict[str, int] | None = self.__dict__.get("_fig_gens")
+        if gens is None:
+            gens = self.__dict__["_fig_gens"] = {}
+        return gens
 
     def _settle_slot(self, slot: Slot, read: bool = False) -> None:
         """Write ``slot``'s figures the last pass left unwritten, before it changes or, with ``read``,
@@ -501,49 +448,41 @@ class QuietPasses(ResourceBase):
         not last to the next poll."""
         return self._busy_passes < 3 and not self._benchmarking and self._machine_followed()
 
-    @staticmethod
-    def _slot_mark(s: Slot) -> tuple[Any, ...]:
-        """What an evaluation of ``s`` that changes nothing leaves as it found."""
+    def _slot_mark(self, s: Slot) -> tuple[Any, ...]:
+        """What an evaluation of ``s`` that changes nothing leaves as it found (its figures written late
+        left out)."""
         c = s.claim
-        return (s.ad._gen, s.state, s.activity, id(c), id(s.pre), s.fetching, s.fetch_at, s.deleted,
+        return (s.ad._gen - self._figure_gens().get(s.name, 0), s.state, s.activity, id(c), id(s.pre), s.fetching, s.fetch_at, s.deleted,
                 s.user_suspended, None if c is None else (
                     c.job_state, c.preempt_was_true, c.may_unretire, c.activations, id(c.job)))
 
-    def _slot_steady(self, s: Slot, traced: set[str]) -> bool | None:
-        """Whether the decisions of ``s`` stay what they are until the next input: a state whose decisions
-        read no clock, and expressions (those evaluated, ``traced``, and the latches) that read none.
-        None: not steady; else whether they also read none of the figures."""
-        if (s.state, s.activity) not in _STEADY_STATES or s.pre is not None:
-            return None
-        c = s.claim
-        if s.state == State.CLAIMED and (c is None or not c.active or self._in_retirement(s)
-                                         or self._fetch_keyword(s) is not None):
-            return None
-        latch = self.knobs.latch
-        names = [*traced, *(n.lower() for n, node in latch if node is None)]
-        nodes = [node for _, node in latch if node is not None]
-        job, extra = self._job(s), (frozenset(traced), latch)
-        if not self._closure_free(self._closures, s.name, s, job, extra, names, nodes):
-            return None
-        return self._closure_free(self._closures, (s.name, "\0figures"), s, job, extra, names, nodes,
-                                  self._figure_names())
-
     def _evaluate_slots(self, now: float, slots: list[Slot]) -> bool:
         """The evaluation part of a pass: each slot's latches and policy (ResState::eval_policy_periodic).
-        A slot found steady by an earlier pass, with nothing changed since, only advances its averages.
-        Returns whether the passes that follow are quiet until the next input: every slot ended steady, so
-        this pass changed nothing and every slot's decisions read no clock."""
+        A slot found steady by an earlier pass, with nothing changed since and before the time its
+        decisions may change, only advances its averages. Returns whether the passes that follow are quiet
+        until the next input or the first such time (``_quiet_until``): every slot ended steady, so this
+        pass changed nothing and no slot's decisions change before then."""
         steady = self._steady
+        untils = self.__dict__.get("_steady_until")
+        if untils is None:
+            untils = self.__dict__["_steady_until"] = {}
         may = self._machine_may_certify()
         if not may:
             self._clear_steady()
+        first = INF
         for slot in slots:
             if slot.deleted:
                 continue
-            if slot.name in steady:
-                self._update_averages(slot, now)
-                self.steady_skips += 1
-                continue
+            name = slot.name
+            if name in steady:
+                until = untils.get(name, INF)
+                if now < until:
+                    self._update_averages(slot, now)
+                    self.steady_skips += 1
+                    first = min(first, until)
+                    continue
+                steady.discard(name)
+                self._steady_local.discard(name)
             if not may:
                 self._latch_update(slot, now)
                 self._eval_slot(slot)
@@ -557,8 +496,15 @@ class QuietPasses(ResourceBase):
             if before != (len(self._out), len(self._changed), self._slot_mark(slot)):
                 self._clear_steady()  # something changed: what the other slots read may have too
                 may = False
-            elif (alone := self._slot_steady(slot, traced)) is not None:
-                steady.add(slot.name)
+            elif (got := self._slot_steady(slot, traced, now)) is not None:
+                alone, until = got
+                steady.add(name)
+                if until < INF:
+                    untils[name] = until
+                    first = min(first, until)
+                else:
+                    untils.pop(name, None)
                 if not alone:
-                    self._steady_local.add(slot.name)
+                    self._steady_local.add(name)
+        self._quiet_until = first
         return may and all(s.name in steady for s in slots)
