@@ -408,12 +408,13 @@ class ResMgr(Figures, ClaimIndex, QuietPasses):
         for slot in self._slot_list():
             if slot.state != State.BACKFILL:
                 continue
+            # BOINC_BackfillMgr::reaper -> rmSlot -> ResState::starterExited: a slot being killed goes
+            # straight to its destination; a busy one back to Backfill/Idle, where the next periodic
+            # evaluation spawns the client again
             if slot.activity == Activity.KILLING:
-                self._change(slot, State.BACKFILL, Activity.IDLE, "backfill client gone")
                 self._after_backfill(slot)
             elif slot.activity == Activity.BUSY and slot.name in users:
-                # ResState::starterExited; the client is spawned again by the next periodic evaluation
-                self._change(slot, State.BACKFILL, Activity.IDLE, "backfill client exited")
+                self._after_backfill(slot, "backfill client exited")
 
     # ------------------------------------------------------------------ what the shells read
 

@@ -337,8 +337,7 @@ class ResState(Explaining):
             slot.match_deadline = None
         if old_s == State.PREEMPTING and statechange:
             slot.vacate_deadline = slot.killing_deadline = None
-            # leave_action: Resource::init_classad builds the ad afresh, without the cron attributes no
-            # named ad gives any more
+            # leave_action -> Resource::init_classad: cron attributes no run prints any more leave the ad
             if slot.cron_stale:
                 self._merge_cron(slot, rebuild=True)
 
@@ -424,9 +423,9 @@ class ResState(Explaining):
     def _kill_backfill(self, slot: Slot) -> None:
         self._backfill_users.discard(slot.name)
         if self._backfill_users:
-            # the client keeps serving other slots: this slot's share is given up at once
-            self._change(slot, State.BACKFILL, Activity.IDLE, "backfill client gone from this slot")
-            self._after_backfill(slot)
+            # BOINC_BackfillMgr::hardkill: the client keeps serving other slots, this slot's share is given
+            # up at once (rmSlot -> ResState::starterExited)
+            self._after_backfill(slot, "backfill client gone from this slot")
         elif self._backfill_running and self._backfill_kill_deadline is None:
             self._backfill_kill_deadline = self.now + self.knobs.killing_timeout
             self._emit(BackfillCommand(self.now, slot.name, "hard_kill"))
@@ -444,10 +443,16 @@ class ResState(Explaining):
             self._change(slot, State.BACKFILL, Activity.KILLING, reason)
 
     def _after_backfill(self, slot: Slot, reason: str = "backfill client gone") -> None:
+        """ResState::starterExited for a Backfill slot whose client is gone (or set_destination from
+        Backfill/Idle): with a destination, straight there from where the slot is, Backfill/Killing
+        included (a pending claim is accepted, acceptClaimRequest; without one the slot goes to Owner);
+        without a destination, Backfill/Idle."""
         dest, slot.destination = slot.destination, None
-        if slot.state != State.BACKFILL or slot.activity != Activity.IDLE or dest is None:
+        if slot.state != State.BACKFILL:
             return
-        if dest == State.CLAIMED and slot.pending is not None:
+        if dest is None:
+            self._change(slot, State.BACKFILL, Activity.IDLE, reason)
+        elif dest == State.CLAIMED and slot.pending is not None:
             c, slot.pending = slot.pending, None
             self._accept_claim(slot, c, f"{reason}; claimed")
         elif dest == State.MATCHED:

@@ -109,6 +109,11 @@ TRANSITIONS: tuple[TransitionRule, ...] = (
     TransitionRule(30, _S.BACKFILL, _A.IDLE, _S.OWNER, _A.IDLE, "EVICT_BACKFILL, vacate or shutdown"),
     TransitionRule(31, _S.BACKFILL, _A.IDLE, _S.CLAIMED, _A.IDLE, "claimed while running backfill"),
     TransitionRule(32, _S.BACKFILL, _A.IDLE, _S.MATCHED, _A.IDLE, "matched while running backfill"),
+    # ResState::starterExited: once the client is gone a slot with a destination goes there straight from
+    # Backfill/Killing (the manual's 29 then 30, 31 or 32 in one move; condor_startd never makes 29 alone)
+    TransitionRule(30, _S.BACKFILL, _A.KILLING, _S.OWNER, _A.IDLE, "backfill client gone: evicted"),
+    TransitionRule(31, _S.BACKFILL, _A.KILLING, _S.CLAIMED, _A.IDLE, "backfill client gone: claimed"),
+    TransitionRule(32, _S.BACKFILL, _A.KILLING, _S.MATCHED, _A.IDLE, "backfill client gone: matched"),
     TransitionRule(33, _S.DRAINED, _A.RETIRING, _S.DRAINED, _A.IDLE, "every slot drained"),
     TransitionRule(34, _S.DRAINED, _A.IDLE, _S.OWNER, _A.IDLE, "draining finalized or cancelled"),
     TransitionRule(35, _S.DRAINED, _A.RETIRING, _S.OWNER, _A.IDLE, "draining cancelled"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from startd.engine import TRANSITIONS, transition_number, State, Activity
 from startd.engine.events import (ActivateClaim, BackfillCommand, BackfillExited, BenchmarksDone, CancelDrain,
                                   Drain, HostSample, JobCommand, JobExited, Match, ReleaseClaim, Reply,
-                                  RequestClaim, RunBenchmarks, Vacate)
+                                  RequestClaim, RunBenchmarks, Transition, Vacate)
 
 from engine_helpers import Driver, job
 
@@ -289,13 +289,18 @@ def test_transitions_26_and_27_backfill_client_runs_and_exits() -> None:
     assert d.numbers()[-1] == 26 and d.state() == "Backfill/Busy"
 
 
-def test_transitions_28_29_30_evict_backfill_returns_to_owner() -> None:
+def test_transitions_28_30_evict_backfill_returns_to_owner_straight_from_killing() -> None:
+    # ResState::starterExited: the destination (Owner, set by xa_evict_backfill) straight from
+    # Backfill/Killing, never through Backfill/Idle (29)
     d = Driver(BACKFILL)
     d.do(HostSample(now=20, keyboard_active=True))
     d.until(30)
     assert d.state() == "Backfill/Killing" and d.numbers()[-1] == 28
-    d.do(BackfillExited(now=35))
-    assert d.numbers()[-3:-1] == [29, 30]
+    out = d.do(BackfillExited(now=35))
+    moves = [(o.from_state, o.from_activity, o.to_state, o.to_activity, o.number) for o in out
+             if isinstance(o, Transition)]
+    assert moves[0] == ("Backfill", "Killing", "Owner", "Idle", 30)
+    assert 29 not in d.numbers()
 
 
 def test_transition_30_backfill_idle_to_owner_when_evict_backfill_is_true() -> None:
@@ -323,14 +328,18 @@ def test_transition_31_backfill_to_claimed_after_the_client_is_killed() -> None:
     d.do(RequestClaim(now=20, slot="slot1", claim_id="c1", job=job()))
     assert d.state() == "Backfill/Killing"
     d.do(BackfillExited(now=22))
-    assert d.state() == "Claimed/Idle" and d.numbers()[-2:] == [29, 31]
+    # ResState::starterExited -> acceptClaimRequest straight from Backfill/Killing
+    assert d.state() == "Claimed/Idle" and d.numbers()[-2:] == [28, 31]
+    assert d.transitions()[-1].from_activity == "Killing"
 
 
 def test_transition_32_backfill_to_matched_after_the_client_is_killed() -> None:
     d = Driver(BACKFILL)
     d.do(Match(now=20, slot="slot1"))
     d.do(BackfillExited(now=22))
-    assert d.state() == "Matched/Idle" and d.numbers()[-2:] == [29, 32]
+    # ResState::starterExited: change(r_destination) straight from Backfill/Killing
+    assert d.state() == "Matched/Idle" and d.numbers()[-2:] == [28, 32]
+    assert d.transitions()[-1].from_activity == "Killing"
 
 
 def test_transitions_37_33_34_drain_and_resume_on_completion() -> None:
