@@ -165,6 +165,8 @@ class Relay:
     def cut(self) -> None:
         """Close the listener and every connection: the bridge drops and cannot come back."""
         if self._listener is not None:
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() under way (close alone does not)
             self._listener.close()
             self._listener = None
         with self._lock:
