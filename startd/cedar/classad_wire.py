@@ -142,7 +142,7 @@ def get_pod_classad(dec: Decoder, what: str = "the security ad") -> ClassAd:
         node = expr.node
         if type(node) is not Literal:
             raise CedarError(f"attribute {name} of {what} is not a literal")
-        value = node.value  # type: ignore[attr-defined]
+        value = node.value
         if not (isinstance(value, _POD_TYPES) or value is UNDEFINED or value is ERROR):
             raise CedarError(f"attribute {name} of {what} is not a literal")
         ad[name] = expr

@@ -3,17 +3,17 @@
 - Every message must arrive whole within the read timeout (``STARTD_CEDAR_READ_TIMEOUT``); a client that
   stalls, trickles or sends half a message is closed.
 - At most ``STARTD_CEDAR_MAX_CONNECTIONS`` connections are open at once. When a new one comes past that,
-  the oldest connection that has not sent a whole message within :data:`IDLE_GRACE` seconds of its
-  opening makes room for it (a client sends its first message as soon as it connects: one that did not is
-  idle or stalling); when there is none, the new one is closed at once. Hundreds of idle clients so cost
-  no more than that many connections, and cannot keep a real client out.
+  the oldest connection that has not yet sent a whole message makes room for it (a client sends its first
+  message as soon as it connects: one that has not is idle or stalling); when every connection is busy,
+  the new one is closed at once. Hundreds of idle clients so cost no more than that many connections,
+  and cannot keep a real client out.
 - Before authorization a message may hold at most 64 KiB (:data:`~.protocol.PRE_AUTH_LIMIT`); a packet
   over 1 MiB or a header that makes no sense ends the connection.
 - Everything runs on the event loop between awaits that read or write, in small steps; the daemon's
   ads are walked in its own slices (:meth:`Backend.query`).
 
-Each connection that ends badly is logged once; the cap being reached is logged once, and again when it
-is no longer reached, with the number of connections turned away meanwhile.
+Each connection that ends badly is logged once; the cap being reached is logged once a minute at most,
+with the number of connections closed for it since.
 """
 
 from __future__ import annotations
@@ -37,19 +37,22 @@ log = structlog.get_logger("startd.cedar")
 DEFAULT_READ_TIMEOUT = 20.0
 #: STARTD_CEDAR_MAX_CONNECTIONS's default
 DEFAULT_MAX_CONNECTIONS = 64
-#: Seconds after which a connection that has sent no whole message may be closed to make room
-IDLE_GRACE = 1.0
+#: The connection limit being reached is logged at most once in this many seconds (with the count)
+CAP_LOG_INTERVAL = 60.0
 
 
 def sinful(host: str, port: int) -> str:
-    """HTCondor's address of a daemon (condor_utils/condor_sinful.cpp): ``<ip:port?addrs=ip-port&noUDP>``
-    (an IPv6 address in brackets); ``noUDP`` because this listener has no UDP side."""
+    """HTCondor's address of a daemon (condor_utils/condor_sinful.cpp): ``<ip:port?addrs=ip-port&noUDP>``,
+    an IPv6 address in brackets (and in ``addrs`` with its colons as dashes, to_ccb_safe_string);
+    ``noUDP`` because this listener has no UDP side. No ``alias``: a client that authenticated to an
+    aliased address records it in its known_hosts file."""
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
         ip = None
-    shown = f"[{host}]" if ip is not None and ip.version == 6 else host
-    return f"<{shown}:{port}?addrs={shown}-{port}&noUDP>"
+    if ip is not None and ip.version == 6:
+        return f"<[{host}]:{port}?addrs=[{host.replace(':', '-')}]-{port}&noUDP>"
+    return f"<{host}:{port}?addrs={host}-{port}&noUDP>"
 
 
 def _is_loopback(ip: str) -> bool:
@@ -62,11 +65,12 @@ def _is_loopback(ip: str) -> bool:
 
 
 class CedarServer:
-    """The listener. ``host`` and ``port`` (0: any free port) say where; :meth:`start` binds it."""
+    """The listener. ``host`` and ``port`` (0: any free port) say where; :meth:`start` binds it.
+    ``advertise`` is the address clients are told (when ``host`` is every interface, 0.0.0.0)."""
 
     def __init__(self, backend: Backend, security: CedarSecurity, *, host: str = "127.0.0.1", port: int = 0,
                  read_timeout: float = DEFAULT_READ_TIMEOUT, max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                 sessions: SessionCache | None = None) -> None:
+                 sessions: SessionCache | None = None, advertise: str | None = None) -> None:
         if read_timeout <= 0:
             raise ValueError("the read timeout must be positive")
         if max_connections < 1:
@@ -74,6 +78,7 @@ class CedarServer:
         self.backend = backend
         self.security = security
         self.host = host
+        self.advertise = advertise or host
         self.port = port
         self.read_timeout = read_timeout
         self.max_connections = max_connections
@@ -82,7 +87,7 @@ class CedarServer:
         #: each connection's task -> (when it was accepted, its channel once made)
         self._tasks: dict[asyncio.Task[Any], list[Any]] = {}
         self._turned_away = 0
-        self._at_cap = False
+        self._cap_logged_at: float | None = None
         #: connections served, and those closed for breaking the protocol (for tests and metrics)
         self.served = 0
         self.failed = 0
@@ -90,7 +95,7 @@ class CedarServer:
     @property
     def address(self) -> str:
         """The sinful string of the listener (after :meth:`start`)."""
-        return sinful(self.host, self.port)
+        return sinful(self.advertise, self.port)
 
     @property
     def open_connections(self) -> int:
@@ -119,11 +124,14 @@ class CedarServer:
         if max_connections is not None and max_connections >= 1:
             self.max_connections = max_connections
 
-    async def close(self) -> None:
-        """Stop listening and end every connection."""
+    async def close(self, grace: float = 1.0) -> None:
+        """Stop listening; give the connections being served ``grace`` seconds to finish (a command being
+        carried out), then end them."""
         if self._server is not None:
             self._server.close()
         tasks = list(self._tasks)
+        if tasks and grace > 0:
+            await asyncio.wait(tasks, timeout=grace)
         for t in tasks:
             t.cancel()
         if tasks:
@@ -136,32 +144,30 @@ class CedarServer:
             self._server = None
 
     def _make_room(self) -> bool:
-        """Close the oldest connection idle past IDLE_GRACE; whether there was one."""
-        now = asyncio.get_running_loop().time()
+        """Close the oldest connection that has sent no whole message yet; whether there was one."""
         idle = [(entry[0], task) for task, entry in self._tasks.items()
-                if now - entry[0] >= IDLE_GRACE and (entry[1] is None or entry[1].messages_read == 0)]
+                if entry[1] is None or entry[1].messages_read == 0]
         if not idle:
             return False
         _, task = min(idle, key=lambda x: x[0])
         task.cancel()
         del self._tasks[task]
-        self._turned_away += 1
         return True
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self._tasks) >= self.max_connections:
-            if not self._at_cap:
-                self._at_cap = True
+            made_room = self._make_room()
+            self._turned_away += 1
+            now = asyncio.get_running_loop().time()
+            if self._cap_logged_at is None or now - self._cap_logged_at >= CAP_LOG_INTERVAL:
+                self._cap_logged_at = now
                 log.warning("cedar connection limit reached: idle connections make room, else new ones are closed",
-                            max_connections=self.max_connections, knob="STARTD_CEDAR_MAX_CONNECTIONS")
-            if not self._make_room():
-                self._turned_away += 1
+                            max_connections=self.max_connections, knob="STARTD_CEDAR_MAX_CONNECTIONS",
+                            closed_since_last=self._turned_away)
+                self._turned_away = 0
+            if not made_room:
                 writer.transport.abort()
                 return
-        elif self._at_cap:
-            log.info("cedar connections below the limit again", turned_away=self._turned_away)
-            self._at_cap = False
-            self._turned_away = 0
         task = asyncio.current_task()
         assert task is not None
         entry: list[Any] = [asyncio.get_running_loop().time(), None]

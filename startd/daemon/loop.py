@@ -199,6 +199,8 @@ class DaemonLoop(AdPublishing, CommandHandling):
         self.sampler = self._make_sampler(conf)
         #: the startd's Sinful string (MyAddress, StartdIpAddr), known once the transport is open
         self.address = ""
+        #: the CEDAR listener (startd.daemon.cedar_wire), when there is one: its address is MyAddress
+        self.cedar: Any = None
         self.claim_ids = msg.ClaimIdFactory(lambda: self.address, self.start_time)
         event_log = conf.get("STARTD_EVENT_LOG")
         self.event_log = EventLog(Path(event_log) if event_log else self.dirs.log / "StartdEventLog")
@@ -242,7 +244,9 @@ class DaemonLoop(AdPublishing, CommandHandling):
         if self.transport is None:
             return
         settings = self.transport.settings
-        address = startd_sinful(settings.host, settings.port, self.name)
+        # HTCondor's clients reach the startd at its command socket: the CEDAR listener when there is one
+        address = self.cedar.address if self.cedar is not None else startd_sinful(settings.host, settings.port,
+                                                                                   self.name)
         if address != self.address:
             self.address = address
             self.sampler.announce(MyAddress=address, StartdIpAddr=address)
@@ -479,6 +483,8 @@ class DaemonLoop(AdPublishing, CommandHandling):
                 self.transport.reconfigure(self.knobs)
             except ValueError as e:
                 log.error("authorization knobs not usable, keeping the previous ones", error=str(e))
+            if self.cedar is not None:
+                self.cedar.reconfigure(self.knobs)
             self._adopt_address()
         await self.cron.reconfigure(new)
         self._next_publish = min(self._next_publish, time.time() + self.update_interval)

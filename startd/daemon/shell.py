@@ -73,6 +73,7 @@ from .supervise import (
 )
 from ..transport.address import daemon_address_file
 from ..transport.service import Transport
+from .cedar_wire import CedarWire
 from .watchdog import ExitWatchdog
 
 __all__ = ["IDLE_SAMPLE_INTERVAL", "SAMPLE_LEAD", "CronRunner", "Daemon", "DaemonDirs", "EventLog", "Feed",
@@ -237,6 +238,8 @@ class Daemon(DaemonLoop):
         self.transport = await Transport.open(self.knobs, broker=self.broker, machine=self.name,
                                               handler=self._on_command)
         try:
+            # HTCondor's own wire beside MQTT; its commands go through the same handling (_on_command)
+            self.cedar = await CedarWire.open(self, self.knobs)
             # The address names the broker the transport really uses (an embedded one's port is chosen as
             # it starts), so the first sample, and with it every first slot ad, carries MyAddress. Nothing
             # awaits between here and the engine, so no command can arrive before it exists.
@@ -264,7 +267,10 @@ class Daemon(DaemonLoop):
             self.notifier.ready(f"serving {len(self.engine.slot_names())} slots at {self.transport.url}")
             self.notifier.start_watchdog()
         except BaseException:
-            # closed here, and forgotten so that close() does not close it again
+            # closed here, and forgotten so that close() does not close them again
+            cedar, self.cedar = self.cedar, None
+            if cedar is not None:
+                await cedar.close()
             transport, self.transport = self.transport, None
             if transport is not None:
                 await transport.close()
@@ -410,6 +416,8 @@ class Daemon(DaemonLoop):
         # let replies already handed to the connection (an "off" command's) go out before it closes
         for _ in range(3):
             await asyncio.sleep(0)
+        if self.cedar is not None:
+            await bounded(self.cedar.close(), 3.0, "the CEDAR listener")
         if self.transport is not None:
             await bounded(self.transport.close(), 8.0, "the transport")
         await bounded(self.metrics.close(), 2.0, "the metrics endpoint")

@@ -88,14 +88,15 @@ async def test_a_running_daemon_publishes_its_address_start_time_and_self_monito
     """Resource::publish_dynamic ends with monitor_data.ExportData; the claim id a request_claim returns is
     <MyAddress>#<DaemonStartTime>#1#<secret>, and the secret is in no published ad."""
     d = await start_daemon(embedded_broker, topic_root)
-    port = MqttSettings.from_url(embedded_broker).port
     t = Topics(topic_root, "m1")
     async with BrokerSession(settings(embedded_broker, topic_root)) as s:
         retained = await s.snapshot(t.slots, t.daemon)
     slot1 = from_json(retained[t.slot("slot1")])
     address = slot1.evaluate("MyAddress")
     assert address == slot1.evaluate("StartdIpAddr") == d.address
-    assert address == f"<127.0.0.1:{port}?addrs=127.0.0.1-{port}&alias=m1&noUDP&sock=startd_m1>"
+    # the command socket HTCondor's clients reach: the CEDAR listener (startd.daemon.cedar_wire)
+    cedar_port = d.cedar.server.port
+    assert address == f"<127.0.0.1:{cedar_port}?addrs=127.0.0.1-{cedar_port}&noUDP>"
     assert slot1.evaluate("DaemonStartTime") == int(d.start_time)
     for attr in MONITOR_ATTRS:
         assert attr in slot1, attr
