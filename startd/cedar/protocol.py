@@ -21,6 +21,7 @@ a refusal is logged with the identity, the level and the knob, as on MQTT.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import secrets
 from dataclasses import dataclass
@@ -53,6 +54,9 @@ log = structlog.get_logger("startd.cedar")
 PRE_AUTH_LIMIT = 64 * 1024
 #: The most a command's payload may hold (a query or drain request is a few hundred bytes)
 PAYLOAD_LIMIT = 256 * 1024
+#: A payload larger than this is parsed in a worker thread, so that the event loop (and MQTT beside it)
+#: keeps its turns while a long constraint is read
+THREAD_PARSE_BYTES = 16 * 1024
 
 
 class Backend(Protocol):
@@ -324,23 +328,27 @@ class _Connection:
             return False
         return True
 
+    async def _payload_ad(self, payload: Decoder | None, what: str) -> ClassAd:
+        assert payload is not None
+        if payload.remaining > THREAD_PARSE_BYTES:
+            return await asyncio.to_thread(read_payload_ad, payload, what)
+        return read_payload_ad(payload, what)
+
     async def _execute(self, entry: CedarCommand, payload: Decoder | None, identity: Identity) -> None:
         """ExecCommand: the command's handler, as the C++ one reads its payload and answers."""
         log.info("command", wire="cedar", command=entry.name, identity=identity.user, peer=str(self.peer))
         if entry.twin == "query":
-            assert payload is not None
-            query = AdQuery(entry.number, read_payload_ad(payload, "the query ad"), encrypted=self.ch.encrypted)
+            query = AdQuery(entry.number, await self._payload_ad(payload, "the query ad"), encrypted=self.ch.encrypted)
             await self.backend.query(query)
             await self.ch.write_message(query.reply())
             return
         if entry.twin == "drain":
-            assert payload is not None
-            outcome = await self.backend.run(drain_object(read_payload_ad(payload, "the drain request")), identity)
+            outcome = await self.backend.run(drain_object(await self._payload_ad(payload, "the drain request")),
+                                             identity)
             await self.ch.write_message(drain_reply(outcome, self.ch.encrypted))
             return
         if entry.twin == "cancel_drain":
-            assert payload is not None
-            obj = cancel_drain_object(read_payload_ad(payload, "the cancel request"))
+            obj = cancel_drain_object(await self._payload_ad(payload, "the cancel request"))
             outcome = await self.backend.run(obj, identity)
             await self.ch.write_message(cancel_drain_reply(outcome, self.ch.encrypted))
             return

@@ -7,6 +7,8 @@ from __future__ import annotations
 import socket
 import struct
 
+import pytest
+
 from cedarkit import QUERY, Client, ServerThread
 
 from startd.cedar.classad_wire import get_classad, put_classad
@@ -147,3 +149,16 @@ def test_a_constraint_refers_to_the_slot_as_target(cedar_server) -> None:
     q = ClassAd({"MyType": "Query", "TargetType": "Machine", "Wanted": 2048})
     q.set_expr("Requirements", "TARGET.Memory == MY.Wanted")
     assert [a.evaluate("Name") for a in _bare(server.port, 5, q)] == ["slot2@host.test"]
+
+
+def test_a_long_constraint_is_read_and_answered(cedar_server, client: Client) -> None:
+    """A query ad of some 100 KiB (a constraint naming thousands of slots) is read off the event loop's turn
+    and answered like any other; before authorization (a bare command) a message that large is refused."""
+    server = cedar_server()
+    constraint = " || ".join(f'Name == "slot{i}@host.test"' for i in range(3, 3500))
+    out = client.run(QUERY + f"result = query({server.address!r}, {constraint!r}, ['Name'])")
+    assert out == [{"Name": "slot3@host.test"}]
+    q = ClassAd({"MyType": "Query", "TargetType": "Machine"})
+    q.set_expr("Requirements", constraint)
+    with pytest.raises(AssertionError, match="closed the connection"):
+        _bare(server.port, 5, q)
