@@ -324,3 +324,44 @@ async def test_cedar_port_knobs(daemon_process, tmp_path: Path, topic_root: str)
     d3 = await daemon_process(write_config(bad, topic_root + "-bad", "STARTD_CEDAR_PORT = many\n"), wait_online=False)
     assert await d3.wait(30) == 2
     assert "STARTD_CEDAR_PORT: expected a port number, 0 or -1, got 'many'" in d3.stderr()
+
+
+def _bare_reply(port: int, number: int, attrs: dict[str, Any], exprs: dict[str, str] | None = None) -> dict[str, Any]:
+    """A bare command (no negotiation) with its ad, and the reply ad as a dict."""
+    from startd.cedar.classad_wire import get_classad, put_classad
+    from startd.cedar.codec import Decoder, Encoder
+    from startd.classad import ClassAd
+
+    ad = ClassAd(attrs)
+    for k, v in (exprs or {}).items():
+        ad.set_expr(k, v)
+    enc = Encoder(False).put_int(number)
+    put_classad(enc, ad)
+    body = enc.getvalue()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(struct.pack(">Bi", 1, len(body)) + body)
+        f = s.makefile("rb")
+        header = f.read(5)
+        data = f.read(struct.unpack(">i", header[1:])[0])
+    reply = get_classad(Decoder(data, False))
+    return {k: reply.evaluate(k) for k in reply}
+
+
+async def test_drain_refusals_carry_htcondors_error_codes(daemon_process, tmp_path: Path, topic_root: str) -> None:
+    """command_drain_jobs and command_cancel_drain_jobs answer the daemon's refusals with ErrorString and
+    ErrorCode: DRAINING_ALREADY_IN_PROGRESS (10001), DRAINING_NO_MATCHING_REQUEST_ID (10002),
+    DRAINING_CHECK_EXPR_FAILED (10003). (A configuration that lets anyone administer the daemon, so that a
+    hand-written bare client can send the commands.)"""
+    d, url = await _start(daemon_process, tmp_path, topic_root,
+                          "SEC_DEFAULT_AUTHENTICATION = OPTIONAL\nALLOW_ADMINISTRATOR = unauthenticated@unmapped\n"
+                          "ALLOW_READ = *\nALLOW_WRITE = *\n")
+    port = int(SINFUL.fullmatch(await _address(url, topic_root)).group(1))  # type: ignore[union-attr]
+    check = await asyncio.to_thread(_bare_reply, port, 512, {"HowFast": 0}, {"CheckExpr": "Cpus > 1000"})
+    assert check["Result"] is False and check["ErrorCode"] == 10003 and "check expression" in check["ErrorString"]
+    first = await asyncio.to_thread(_bare_reply, port, 512, {"HowFast": 10, "DrainReason": "bare"})
+    assert first["Result"] is True and first["RequestID"]
+    again = await asyncio.to_thread(_bare_reply, port, 512, {"HowFast": 0})
+    assert again["Result"] is False and again["ErrorCode"] == 10001
+    wrong = await asyncio.to_thread(_bare_reply, port, 513, {"RequestID": "999"})
+    assert wrong["Result"] is False and wrong["ErrorCode"] == 10002
+    assert (await asyncio.to_thread(_bare_reply, port, 513, {"RequestID": first["RequestID"]})) == {"Result": True}
