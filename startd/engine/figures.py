@@ -226,9 +226,14 @@ class Figures(Draining):
 
     def _machine_share(self, s: Slot, loads: Loads) -> None:
         """The machine's figures of ``s`` :meth:`_own_figures` left unwritten."""
-        v = loads.condor_load.get(s.spec.name, 0.0)
-        self._write_part(s, 0, (round(s.owner_load + v, 4), loads.total, loads.condor))
+        self._write_part(s, 0, self._load_share(s, loads))
         self._catch_up_draining(s)
+
+    @staticmethod
+    def _load_share(s: Slot, loads: Loads) -> tuple[float, float, float]:
+        """LoadAvg, TotalLoadAvg and TotalCondorLoadAvg of ``s`` as a pass with ``loads`` writes them
+        (after :meth:`_loads` has shared the owner's load out)."""
+        return round(s.owner_load + loads.condor_load.get(s.spec.name, 0.0), 4), loads.total, loads.condor
 
     def _write_part(self, s: Slot, start: int, values: tuple[Any, ...]) -> None:
         """Write the _DYNAMIC_NAMES from position ``start`` on with ``values``, the others left as they are.

@@ -24,6 +24,7 @@ from ..classad.ast import AttrRef, Call, Literal, Node, iter_nodes
 from ..classad.functions import FUNCTIONS
 from ..classad.functions_time import TIME_FUNCTIONS
 from ..classad.interval import UNKNOWN, Interval, Moving, MovingFn
+from .figures import MACHINE_NAMES, MACHINE_TOTALS
 from .resource import ResourceBase, Slot
 from .states import Activity, State
 from .stats import COUNTERS, HISTORY, PROBES
@@ -102,6 +103,49 @@ def clock_free(names: Iterable[str], nodes: Iterable[Node], ads: tuple[ClassAd, 
     return True
 
 
+# The figures that are the machine's (each slot's share of the load, the totals, the draining expectations):
+# the only part of a static slot's ad an input to another slot changes (see QuietPasses._per_slot)
+MACHINE_FIGURES = frozenset(n.lower() for n in (*MACHINE_NAMES, *MACHINE_TOTALS))
+
+
+def closure_reads(names: Iterable[str], nodes: Iterable[Node], ads: tuple[ClassAd, ...],
+                  among: frozenset[str]) -> frozenset[str] | None:
+    """The attributes of ``among`` (lower case) that the expressions ``nodes`` and the attributes ``names``
+    refer to, with every attribute those refer to in any of ``ads``; None when that cannot be read off the
+    trees (a nested ad, names chosen at run time, an unknown function, a closure too large)."""
+    seen: set[str] = set()
+    found: set[str] = set()
+    todo = list(names)
+    pending = list(nodes)
+    while todo or pending:
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            if len(seen) >= _CLOSURE_LIMIT:
+                return None
+            seen.add(name)
+            if name in among:
+                found.add(name)
+            for ad in ads:
+                node = ad._attrs.get(name)
+                if node is not None and type(node) is not Literal:
+                    pending.append(node)
+                elif node is not None and isinstance(node.value, ClassAd):
+                    return None
+        while pending:
+            for n in iter_nodes(pending.pop()):
+                t = type(n)
+                if t is AttrRef:
+                    todo.append(n.lname)  # type: ignore[attr-defined]
+                elif t is Call:
+                    if n.lname in _READS_ADS or n.lname not in FUNCTIONS:  # type: ignore[attr-defined]
+                        return None
+                elif t is Literal and isinstance(n.value, ClassAd):  # type: ignore[attr-defined]
+                    return None
+    return frozenset(found)
+
+
 # Claim::publishStateTimes: each clock and which of the claim's totals it is (Claim.totals' order)
 _CLAIM_CLOCKS = {"totaljobruntime": 0, "totaljobsuspendtime": 1, "totalclaimruntime": 2,
                  "totalclaimsuspendtime": 3}
@@ -144,11 +188,12 @@ class Horizons(ResourceBase):
         memo[key] = (ad, ad._xgen, job, jx, extra, free)
         return free
 
-    def _slot_steady(self, s: Slot, traced: set[str], now: float) -> tuple[bool, float] | None:
+    def _slot_steady(self, s: Slot, traced: set[str], now: float) -> tuple[frozenset[str] | None, float] | None:
         """Whether the decisions of ``s`` stay what they are until the next input: a state whose decisions
         read no clock of their own, and expressions (those evaluated, ``traced``, and the latches) that
-        read none, or whose values hold until a time after the next poll (see .horizon). None: not
-        steady; else whether they also read none of the figures, and that time (infinite: the next input)."""
+        read none, or whose values hold until a time after the next poll (see the module's text). None: not
+        steady; else the machine's figures they read (None: not known) and that time (infinite: until the
+        next input)."""
         if (s.state, s.activity) not in _STEADY_STATES or s.pre is not None or self._fetch_keyword(s) is not None:
             return None
         c = s.claim
@@ -165,10 +210,14 @@ class Horizons(ResourceBase):
             until = self._slot_until(s, traced, job, now)
             if until <= now + self.knobs.polling_interval:
                 return None  # it would be evaluated at the next poll anyway
-        alone = self._closure_free(self._closures, (s.name, "\0figures"), s, job, extra, names, nodes,
-                                   self._figure_names())
-        return alone, until
-
+        key = (s.name, "\0machine")
+        kept = self._closures.get(key)
+        ad, jx = s.ad, -1 if job is None else job._xgen
+        if kept is None or not (kept[0] is ad and kept[1] == ad._xgen and kept[2] is job and kept[3] == jx
+                                and kept[4] == extra):
+            reads = closure_reads(names, nodes, (ad,) if job is None else (ad, job), MACHINE_FIGURES)
+            kept = self._closures[key] = (ad, ad._xgen, job, jx, extra, reads)
+        return kept[5], until
 
     def _motion(self, s: Slot, now: float) -> MovingFn:
         """How the clock figures of ``s`` move from ``now`` on, as the passes would write them."""

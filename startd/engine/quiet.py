@@ -30,6 +30,7 @@ from .events import (
     ActivateClaim,
     ContinueClaim,
     DeactivateClaim,
+    HostSample,
     Input,
     JobExited,
     JobStarted,
@@ -43,8 +44,7 @@ from .events import (
     Tick,
     Vacate,
 )
-from .figures import MACHINE_NAMES, MACHINE_TOTALS
-from .horizon import _READS_ADS, CLOCK_NAMES, INF, Horizons, clock_free  # noqa: F401  (clock_free: read by the tests)
+from .horizon import _READS_ADS, CLOCK_NAMES, INF, MACHINE_FIGURES, Horizons, clock_free  # noqa: F401  (clock_free: read by the tests)
 from .resource import Slot
 from .slotad import CLAIM_ATTRS, CLIENT_ATTRS
 from .states import Activity, State
@@ -56,8 +56,8 @@ FIGURE_NAMES = CLOCK_NAMES | frozenset(n.lower() for n in (
     "LoadAvg", "TotalLoadAvg", "TotalCondorLoadAvg", "CondorLoadAvg", "CurrentRank", "NumPids", "ImageSize",
     "CpusUsage", "JobPid", *CLAIM_ATTRS, *CLIENT_ATTRS))
 
-# The figures that are the machine's (each slot's share of the load, the totals, the draining expectations)
-_MACHINE_FIGURES = frozenset(n.lower() for n in (*MACHINE_NAMES, *MACHINE_TOTALS))
+# The machine's figures a pass works out from the loads (figures.Figures._load_share's order)
+_LOADS = {"loadavg": 0, "totalloadavg": 1, "totalcondorloadavg": 2}
 
 # The inputs that act on one slot, named by the slot or by one of its claims' ids
 _SLOT_NAMED = frozenset({Match, RequestClaim, Vacate})
@@ -81,14 +81,14 @@ class QuietPasses(Horizons):
     _snaps_epoch = 0
     _machine_reads: dict[Any, tuple[Any, ...]]  # see _machine_free
     _averages_at: float | None = None  # the last quiet pass whose state-history averages are not advanced yet
+    _averages_fixed = False  # see _quiet_pass
     _reads: dict[Any, tuple[Any, ...]]  # see _reading
     _closures: dict[Any, tuple[Any, ...]]  # see _slot_steady
     # slots whose decisions stay what they are until the next input (see _evaluate_slots); those that
-    # read none of the figures stay so through an input to another slot, the others (_steady_local) not
+    # read none of the machine's figures stay so through an input to another slot, the others
+    # (_steady_local) only if the machine's figures they read are still what they were (_steady_print)
     _steady: set[str]
     _steady_local: set[str]
-    # a steady slot's decisions stay until then (absent: until the next input); made with the first pass
-    _steady_until: dict[str, float]
     _nonstatic: int  # how many slots are partitionable or dynamic
     _next_seq: int
     conf: Any
@@ -98,6 +98,10 @@ class QuietPasses(Horizons):
     _benchmarking: bool
     _backfill_running: bool
     _cross_names: set[str]
+    _disk_known: bool
+    _kbd_active: bool
+    _kbd_sample: tuple[float, float]
+    _con_sample: tuple[float, float]
 
     @property
     def _quiet(self) -> bool:
@@ -127,6 +131,9 @@ class QuietPasses(Horizons):
         raise NotImplementedError
 
     def _machine_share(self, s: Slot, loads: Any) -> None:
+        raise NotImplementedError
+
+    def _load_share(self, s: Slot, loads: Any) -> tuple[float, float, float]:
         raise NotImplementedError
 
     def _find_claim(self, claim_id: str) -> tuple[Slot, Any, bool] | None:
@@ -159,10 +166,37 @@ class QuietPasses(Horizons):
                     return  # no slot holds that claim: the command is refused, nothing changes
                 slot = found[0]
         if slot is None:
+            if t is HostSample and self._per_slot() and not inp.extra and (  # type: ignore[attr-defined]
+                    inp.disk is None or self._disk_known):  # type: ignore[attr-defined]
+                self._host_sample()
+                return
             self._unquiet()
         else:
             job = getattr(inp, "job", None)
             self._touched(slot, job if isinstance(job, ClassAd) else None)
+
+    def _host_sample(self) -> None:
+        """A host sample that brings no attributes: it moves the owner's load (the machine's figures)
+        and perhaps the keyboard. The figures of the last pass are written first; whether the keyboard
+        and console move as they did is known once the sample is taken in (:meth:`_host_taken_in`)."""
+        self.settle()
+        self._quiet = False
+        self._input_seen = True
+        if "_host_before" not in self.__dict__:
+            self.__dict__["_host_before"] = (self._kbd_active, self._kbd_sample, self._con_sample)
+
+    def _host_taken_in(self, now: float) -> None:
+        """At the pass after host samples: a keyboard and console that idle on as the engine carried them
+        forward leave every steady slot's horizon as it was, and only the machine's figures moved (as
+        for an input to another slot, :meth:`_others_moved`); otherwise no slot stays steady."""
+        active, (kv, kat), (cv, cat) = self.__dict__.pop("_host_before")
+        (nkv, nkat), (ncv, ncat) = self._kbd_sample, self._con_sample
+        same = active == self._kbd_active and (active or (
+            kv + (now - kat) == nkv + (now - nkat) >= 0 and cv + (now - cat) == ncv + (now - ncat) >= 0))
+        if same:
+            self._others_moved()
+        else:
+            self._clear_steady()
 
     def _timer_fires(self, key: tuple[float, int, int, int], fn: Any) -> None:
         """A timer is about to fire: one of a slot's own (MATCH_TIMEOUT, the lease, the vacate and kill
@@ -190,11 +224,20 @@ class QuietPasses(Horizons):
             if c is not None))
         self._settle_slot(slot, read=read)
         self._quiet = False
-        steady = self._steady
-        if steady:
-            steady.discard(slot.name)
-            steady -= self._steady_local
-            self._steady_local.clear()
+        self._steady.discard(slot.name)
+        self._others_moved()
+
+    def _others_moved(self) -> None:
+        """The machine's figures may have moved (an input to another slot, the owner's load): a steady
+        slot that reads them stays steady if they are what they were (checked at the next pass), unless
+        which of them it reads is not known."""
+        local = self._steady_local
+        if local:
+            prints = self._steady_memo("_steady_print")
+            drop = {n for n in local if n not in prints}
+            self._steady -= drop
+            local -= drop
+            self._steady_memo("_steady_recheck").update(local)
 
     def _machine_free(self, ad: ClassAd | None, key: Any) -> bool:
         """Whether no expression of ``ad`` refers to one of the machine's figures (a slot's share of the
@@ -214,7 +257,7 @@ class QuietPasses(Horizons):
                 continue
             for n in iter_nodes(node):
                 t = type(n)
-                if (t is AttrRef and n.lname in _MACHINE_FIGURES) or (  # type: ignore[attr-defined]
+                if (t is AttrRef and n.lname in MACHINE_FIGURES) or (  # type: ignore[attr-defined]
                         t is Call and n.lname in _READS_ADS) or (  # type: ignore[attr-defined]
                         t is Literal and isinstance(n.value, ClassAd)):  # type: ignore[attr-defined]
                     free = False
@@ -229,6 +272,35 @@ class QuietPasses(Horizons):
     def _clear_steady(self) -> None:
         self._steady.clear()
         self._steady_local.clear()
+        self._steady_memo("_steady_recheck").clear()
+
+    def _steady_memo(self, name: str) -> Any:
+        """What is kept of the steady slots besides ``_steady``, made with the first use: when each one's
+        decisions may change (``_steady_until``: absent, the next input), the machine's figures it read
+        and their values (``_steady_print``), the slots to check those again (``_steady_recheck``)."""
+        got = self.__dict__.get(name)
+        if got is None:
+            got = self.__dict__[name] = set() if name == "_steady_recheck" else {}
+        return got
+
+    def _machine_print(self, slot: Slot, reads: frozenset[str]) -> tuple[Any, ...]:
+        """The values of the machine's figures ``reads`` in the slot's ad as this pass writes them: worked
+        out without writing them when they are the loads and the pass leaves them unwritten."""
+        epoch = self._fig_epoch
+        if self._deferred_at is not None and reads <= _LOADS.keys() and (
+                slot.fig_epoch != epoch or slot.owes == epoch):
+            share = self._load_share(slot, self._machine_part())
+            return tuple(share[_LOADS[n]] for n in sorted(reads))
+        self._settle_slot(slot, read=True)
+        attrs = slot.ad._attrs
+        return tuple(getattr(attrs.get(n), "value", attrs.get(n)) for n in sorted(reads))
+
+    def _print_holds(self, slot: Slot) -> bool:
+        """Whether the machine's figures a steady slot's decisions read are still what they were, after
+        an input to another slot (see _touched)."""
+        self._steady_memo("_steady_recheck").discard(slot.name)
+        kept = self._steady_memo("_steady_print").get(slot.name)
+        return kept is not None and self._machine_print(slot, kept[0]) == kept[1]
 
     def _machine_followed(self) -> bool:
         """No machine-wide activity whose reads and decisions this module does not follow: draining (whose
@@ -292,8 +364,11 @@ class QuietPasses(Horizons):
         self._input_seen = False
 
     def _quiet_pass(self, now: float) -> None:
-        """A pass known to decide what the last one decided: only the averages move (as in _eval_slot)."""
-        self._advance_averages()
+        """A pass known to decide what the last one decided: only the averages move (as in _eval_slot).
+        When every slot's averages stand where its CPUs and draining hold them (_averages_fixed), the
+        update at the last quiet pass is exactly the updates at every one of them, and only it is made."""
+        if not self._averages_fixed:
+            self._advance_averages()
         self._defer(now)
         self._averages_at = now
         self.quiet_passes += 1
@@ -463,9 +538,10 @@ class QuietPasses(Horizons):
         until the next input or the first such time (``_quiet_until``): every slot ended steady, so this
         pass changed nothing and no slot's decisions change before then."""
         steady = self._steady
-        untils = self.__dict__.get("_steady_until")
-        if untils is None:
-            untils = self.__dict__["_steady_until"] = {}
+        untils, prints = self._steady_memo("_steady_until"), self._steady_memo("_steady_print")
+        recheck = self._steady_memo("_steady_recheck")
+        if "_host_before" in self.__dict__:
+            self._host_taken_in(now)
         may = self._machine_may_certify()
         if not may:
             self._clear_steady()
@@ -476,7 +552,7 @@ class QuietPasses(Horizons):
             name = slot.name
             if name in steady:
                 until = untils.get(name, INF)
-                if now < until:
+                if now < until and (name not in recheck or self._print_holds(slot)):
                     self._update_averages(slot, now)
                     self.steady_skips += 1
                     first = min(first, until)
@@ -497,14 +573,27 @@ class QuietPasses(Horizons):
                 self._clear_steady()  # something changed: what the other slots read may have too
                 may = False
             elif (got := self._slot_steady(slot, traced, now)) is not None:
-                alone, until = got
+                reads, until = got
                 steady.add(name)
                 if until < INF:
                     untils[name] = until
                     first = min(first, until)
                 else:
                     untils.pop(name, None)
-                if not alone:
+                prints.pop(name, None)
+                if reads is None or reads:
                     self._steady_local.add(name)
+                    if reads:
+                        prints[name] = (reads, self._machine_print(slot, reads))
         self._quiet_until = first
-        return may and all(s.name in steady for s in slots)
+        quiet = may and all(s.name in steady for s in slots)
+        self._averages_fixed = quiet and all(self._averages_stand(s) for s in slots)
+        return quiet
+
+    def _averages_stand(self, s: Slot) -> bool:
+        """Whether the slot's time-weighted averages (ResState::updateActivityAverages) are its whole CPUs
+        and the machine's draining exactly: an update then only adds the seconds, in integers, so one
+        update at the end of a stretch leaves what an update every poll leaves."""
+        h, cpus = s.history, float(s.resources.cpus)
+        return s.deleted or (h.avg_since is not None and h.avg_cpus == cpus and cpus == int(cpus) < 2 ** 20
+                             and h.avg_draining == float(self._draining))
