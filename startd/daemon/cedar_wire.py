@@ -10,8 +10,8 @@ The listener serves HTCondor's own clients. What they ask goes where the same re
   (the one the MQTT dispatcher holds).
 
 Knobs: ``STARTD_CEDAR_PORT`` (unset or 0: a free port; -1: no listener), ``NETWORK_INTERFACE`` (an address,
-``*``, a pattern such as ``192.168.*`` or an interface name; this daemon listens on 127.0.0.1 unless it is
-configured), ``STARTD_CEDAR_READ_TIMEOUT`` (seconds a message may take to arrive, default 20, daemon core's
+``0.0.0.0`` for every interface, a pattern such as ``192.168.*`` or an interface name; this daemon listens
+on 127.0.0.1 unless it is configured), ``STARTD_CEDAR_READ_TIMEOUT`` (seconds a message may take to arrive, default 20, daemon core's
 command socket timeout) and ``STARTD_CEDAR_MAX_CONNECTIONS`` (connections open at once, default 64).
 """
 
@@ -88,10 +88,11 @@ def _host_addresses() -> list[tuple[str, str]]:
 
 
 def listen_address(conf: Any, knobs: Any) -> tuple[str, str]:
-    """(address to bind, address to advertise) from NETWORK_INTERFACE: 127.0.0.1 unless it is configured;
-    an IP address; ``*`` for every interface (advertising the first address that is not loopback);
-    otherwise a pattern or an interface name matched against this host's addresses. ValueError names the
-    knob when nothing matches."""
+    """(address to bind, address to advertise) from NETWORK_INTERFACE: 127.0.0.1 unless it is configured
+    (its default, ``*``, is HTCondor's, and a value equal to a default is no configuration: see
+    MacroSet.define); an IP address; ``0.0.0.0`` (or ``::``) for every interface, advertising the first
+    address that is not loopback; otherwise a pattern (``192.168.*``) or an interface name matched against
+    this host's addresses. ValueError names the knob when nothing matches."""
     value = (knobs.get("NETWORK_INTERFACE") or "").strip()
     source = getattr(conf, "source", None)
     configured = bool(value) and not (callable(source) and source("NETWORK_INTERFACE") == "<Default>")
@@ -101,12 +102,14 @@ def listen_address(conf: Any, knobs: Any) -> tuple[str, str]:
         ip = ipaddress.ip_address(value.strip("[]"))
     except ValueError:
         ip = None
-    if ip is not None:
-        return str(ip), str(ip)
     host = _host_addresses()
-    if value == "*":
-        public = [a for _, a in host if not ipaddress.ip_address(a).is_loopback and ":" not in a]
-        return "0.0.0.0", public[0] if public else "127.0.0.1"
+    if ip is not None and not ip.is_unspecified:
+        return str(ip), str(ip)
+    if ip is not None:
+        # every interface (0.0.0.0 or ::): clients are told the first address of that family that is not loopback
+        public = [a for _, a in host if not ipaddress.ip_address(a).is_loopback
+                  and ipaddress.ip_address(a).version == ip.version]
+        return str(ip), public[0] if public else ("127.0.0.1" if ip.version == 4 else "::1")
     for name, address in host:
         if name == value or fnmatch.fnmatchcase(address, value):
             return address, address
