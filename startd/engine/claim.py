@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hmac
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..classad import ClassAd
+from ..classad import ClassAd, Expr
 from ..classad.ast import Literal
 
 VANILLA_UNIVERSE = 5
@@ -148,7 +149,10 @@ class Claim:
     @property
     def num_pids(self) -> int:
         """The job's process count as the starter last reported it (one while a job runs, by default)."""
-        return int(self.extra.get("NumPids", 1 if self.pid is not None else 0) or 0)
+        v = self.extra.get("NumPids", 1 if self.pid is not None else 0)
+        if isinstance(v, Expr):
+            v = v.evaluate()  # the simulator's job_update gives expressions
+        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else 0
 
     @property
     def owner(self) -> str | None:

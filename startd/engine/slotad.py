@@ -9,7 +9,7 @@ import math
 import weakref
 from typing import Any
 
-from ..classad import ClassAd
+from ..classad import ClassAd, Expr
 from ..classad.ast import Literal
 from ..classad.evaluate import evaluate_node
 from ..classad.values import UNDEFINED
@@ -63,6 +63,16 @@ _IDENTITY_ATTRS = (("OpSys", "OPSYS", "LINUX"), ("Arch", "ARCH", "X86_64"))
 
 
 _INT_MAX = 2**31 - 1
+
+
+def usage_figure(v: Any) -> float:
+    """A figure the starter reported (a number, or an expression holding one: the simulator's
+    ``job_update``), as a finite number; anything else counts as 0."""
+    if isinstance(v, Expr):
+        v = v.evaluate()
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return 0
+    return v
 # HibernationManager::publish and NetworkAdapterBase::publish on a machine that cannot sleep or be woken
 _HIBERNATION_OFF: dict[str, Any] = {
     "HibernationLevel": 0, "HibernationSupportedStates": "", "CanHibernate": False,
@@ -236,8 +246,8 @@ class SlotAds(ResourceBase):
             put(slot, "NumPids", c.num_pids)  # Claim::publish
             if c.active and slot.state == State.CLAIMED:  # Claim::publish and publish_dynamic, while a job runs
                 usage = c.extra
-                put(slot, "ImageSize", int(usage.get("ImageSize", 0) or 0))
-                put(slot, "CpusUsage", float(usage.get("CpusUsage", 0.0) or 0.0))
+                put(slot, "ImageSize", int(usage_figure(usage.get("ImageSize"))))
+                put(slot, "CpusUsage", float(usage_figure(usage.get("CpusUsage"))))
                 if c.pid:
                     put(slot, "JobPid", int(c.pid))
             else:

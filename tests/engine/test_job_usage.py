@@ -71,3 +71,18 @@ def test_a_job_within_its_memory_is_not_preempted() -> None:
         d.do(JobUsage(now=t, claim_id="c1", load=1.0, usage={"ResidentSetSize": 900 * 1024}))
     d.until(60)
     assert d.state() == "Claimed/Busy"
+
+
+def test_usage_figures_given_as_expressions_are_read_as_numbers() -> None:
+    # Claim::publish publishes ImageSize from the starter's update; the simulator's job_update hands the
+    # figures over as (literal) expressions, which must be read as their numbers, never crash the engine
+    from startd.classad import Expr
+    from startd.classad.parser import parse_node
+
+    d = Driver()
+    d.do(RequestClaim(now=10, slot="slot1", claim_id="c1", job=job()))
+    d.do(ActivateClaim(now=11, claim_id="c1"))
+    d.do(JobUsage(now=12, claim_id="c1", usage={"ImageSize": Expr(parse_node("2048")),
+                                                 "NumPids": Expr(parse_node("3"))}))
+    ad = d.eng.slot_ad("slot1")
+    assert ad.evaluate("ImageSize") == 2048 and ad.evaluate("NumPids") == 3
