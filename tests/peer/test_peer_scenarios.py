@@ -76,3 +76,36 @@ def test_peer_test_names_its_source(path: Path) -> None:
 
 def test_at_least_twenty_five_htcondor_tests_are_translated() -> None:
     assert len(_translated_tests()) >= 25, sorted(_translated_tests())
+
+
+README = HERE / "README.md"
+_README_ROW = re.compile(r"^\| `([\w.+-]+)` \| (.+) \|$", re.M)
+
+
+def _readme_rows(section: str) -> dict[str, str]:
+    text = README.read_text()
+    start = text.index(f"## {section}")
+    end = text.find("\n## ", start + 1)
+    return dict(_README_ROW.findall(text[start:end if end >= 0 else None]))
+
+
+def test_readme_lists_every_translated_test_with_its_translations() -> None:
+    # tests/peer/README.md: each HTCondor test translated here, with the files that translate it
+    listed = _readme_rows("Translated")
+    by_test: dict[str, set[str]] = {}
+    for p in SCENARIOS + _modules():
+        sources = _sources_of_scenario(p) if p.suffix == ".yaml" else _sources_of_module(p)
+        for s in sources:
+            if TEST_FILE.match(s):
+                by_test.setdefault(s.removeprefix("src/condor_tests/"), set()).add(p.name)
+    assert set(listed) == set(by_test), set(listed) ^ set(by_test)
+    for test, files in by_test.items():
+        assert set(re.findall(r"\[([\w.+-]+)\]\(\1\)", listed[test])) == files, test
+
+
+def test_readme_says_why_each_test_considered_is_not_translated() -> None:
+    # every test the search found and left is named once, with a reason, and none is also translated
+    left = _readme_rows("Considered, not translated")
+    assert left and all(why.strip() for why in left.values())
+    assert not set(left) & set(_readme_rows("Translated"))
+    assert all(TEST_FILE.match(f"src/condor_tests/{name}") for name in left)
