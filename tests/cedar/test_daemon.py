@@ -290,15 +290,13 @@ async def test_bad_clients_are_closed_and_neither_wire_slows_down(daemon_process
     try:
         for _ in range(200):
             idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
-        started = time.monotonic()
-        assert (await request(url, topic_root, "m1", {"command": "query", "projection": ["Name"]}))["ok"]
-        mqtt_took = time.monotonic() - started
+        # MQTT answers while they are open (its own request timeout: a blocked loop would miss it)
+        assert (await request(url, topic_root, "m1", {"command": "query", "projection": ["Name"]}, timeout=5))["ok"]
         out = await asyncio.to_thread(client.run, QUERY + f"result = query({addr!r}, 'true', ['Name'])")
         assert out and not isinstance(out, str), out
     finally:
         for s in idle:
             s.close()
-    assert mqtt_took < 5, mqtt_took
     reasons = [e["reason"] for e in _log(d, "cedar connection closed")]
     for words in ("unrecognised packet header", "over the 1 MiB limit", "in the middle of a message",
                   "no whole message within 1 s"):
