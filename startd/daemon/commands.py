@@ -136,14 +136,14 @@ class CommandHandling:
                 cmd, trusted, job = self._with_owner_checked(cmd, identity)
             except OwnerRefused as e:
                 log.warning("command refused", command=cmd.command, identity=identity.user, reason=str(e))
-                await self._abort_claim(cmd)
+                await self._abort_claim(cmd, str(e))
                 return msg.error_reply(cmd.request_id, str(e), command=cmd.command)
             if isinstance(cmd, msg.ActivateClaimCommand) and cmd.job is None:
                 trusted = None  # the claim's own job, vouched for when the claim was made
             refused = self._job_refused(job, activation=isinstance(cmd, msg.ActivateClaimCommand))
             if refused is not None:
                 log.warning("command refused", command=cmd.command, identity=identity.user, reason=refused)
-                await self._abort_claim(cmd)
+                await self._abort_claim(cmd, refused)
                 return msg.error_reply(cmd.request_id, refused, command=cmd.command)
         if isinstance(cmd, msg.ReconfigCommand) and cmd.config is not None and cmd.config.strip():
             try:
@@ -160,7 +160,7 @@ class CommandHandling:
                                       load_config=self._load_for_reconfig)
         except msg.CommandError as e:
             log.warning("command refused", command=cmd.command, identity=identity.user, reason=str(e))
-            await self._abort_claim(cmd)
+            await self._abort_claim(cmd, str(e))
             return msg.error_reply(cmd.request_id, str(e), command=cmd.command)
         if inp is None:
             return msg.error_reply(cmd.request_id, f"'{cmd.command}' is not handled here", command=cmd.command)
@@ -199,22 +199,12 @@ class CommandHandling:
         except Exception as e:  # noqa: BLE001 - undone below, and answered
             return await self._undo(cmd, reply, f"the reply could not be made: {type(e).__name__}: {e}")
 
-    async def _abort_claim(self, cmd: msg.BaseCommand) -> None:
-        """A request_claim refused here, before the engine saw it, ends as one the engine refuses: the slot
-        (Unclaimed, Matched or Drained) goes through Owner, where IS_OWNER decides again (``abort_claim`` in
-        command.cpp), instead of staying Matched until MATCH_TIMEOUT. The engine is given the request with an
-        ad no slot accepts (no requirements hold, no share fits), so its own refusal path runs."""
-        if not isinstance(cmd, msg.RequestClaimCommand) or self.engine is None:
-            return
-        slot = self.engine.slots.get(cmd.slot or "")
-        if slot is None or slot.state.value not in ("Unclaimed", "Matched", "Drained"):
-            return
-        nothing = ClassAd()
-        nothing["Requirements"] = False
-        for attr in ("RequestCpus", "RequestMemory", "RequestDisk"):
-            nothing[attr] = 2**62
-        await self.feed(ev.RequestClaim(now=time.time(), request=None, slot=slot.name, claim_id=self.claim_ids(),
-                                        job=nothing, client="(refused at the command boundary)"))
+    async def _abort_claim(self, cmd: msg.BaseCommand, why: str) -> None:
+        """A request_claim refused here, before the engine saw it, ends as abort_claim (command.cpp) ends
+        one: the slot (Unclaimed, Matched or Drained) goes through Owner, where IS_OWNER decides again,
+        instead of staying Matched until MATCH_TIMEOUT."""
+        if isinstance(cmd, msg.RequestClaimCommand) and self.engine is not None and cmd.slot:
+            await self.feed(ev.AbortClaim(now=time.time(), slot=cmd.slot, reason=f"claim request refused: {why}"))
 
     async def _undo(self, cmd: msg.BaseCommand, reply: ev.Reply, why: str) -> msg.ReplyMessage:
         """A command the engine carried out but whose reply cannot reach the client: undo it, so that no

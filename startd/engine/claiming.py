@@ -11,7 +11,7 @@ from typing import Any
 
 from .claim import Claim
 from .convert import as_int as _as_int, eval_to_bool as _eval_to_bool
-from .events import JobCommand, JobEvent
+from .events import AbortClaim, JobCommand, JobEvent
 from .resource import Slot
 from .resstate import ResState
 from .states import Activity, State
@@ -19,6 +19,17 @@ from .states import Activity, State
 
 class Claiming(ResState):
     """Claims accepted, retired, killed and handed over; the jobs they run."""
+
+    def _abort_claim(self, slot: Slot, reason: str) -> None:
+        """abort_claim (command.cpp): a claim request that failed once the claiming protocol began sends an
+        Unclaimed, Matched or Drained slot through the Owner state, where IS_OWNER decides again."""
+        if slot.state in (State.UNCLAIMED, State.MATCHED, State.DRAINED):
+            self._change(slot, State.OWNER, Activity.IDLE, reason)
+
+    def _on_abort_claim(self, inp: AbortClaim) -> None:
+        slot = self.slots.get(inp.slot)
+        if slot is not None:
+            self._abort_claim(slot, inp.reason or "claiming protocol failed")
 
     def _accept_claim(self, slot: Slot, claim: Claim, reason: str) -> bool:
         """Resource::acceptClaimRequest / accept_request_claim: the slot becomes Claimed/Idle for ``claim``.

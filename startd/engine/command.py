@@ -18,10 +18,10 @@ from ..classad.parser import ClassAdSyntaxError, parse_node
 from ..config.errors import ConfigError
 from .. import slots as _slots
 from .claim import UNKNOWN_CLAIM, Claim
-from .events import (ActivateClaim, BackfillExited, BenchmarksDone, CancelDrain, ContinueClaim, CronLoad, CronOutput,
-                     DeactivateClaim, Drain, HookResult, HostSample, Input, JobCommand, JobExited, JobStarted, JobUsage,
-                     Keepalive, Match, Output, Reconfig, ReleaseClaim, RequestClaim, Shutdown, SlotCreated,
-                     StarterExited, SuspendClaim, Tick, Vacate)
+from .events import (AbortClaim, ActivateClaim, BackfillExited, BenchmarksDone, CancelDrain, ContinueClaim,
+                     CronLoad, CronOutput, DeactivateClaim, Drain, HookResult, HostSample, Input, JobCommand,
+                     JobExited, JobStarted, JobUsage, Keepalive, Match, Output, Reconfig, ReleaseClaim,
+                     RequestClaim, Shutdown, SlotCreated, StarterExited, SuspendClaim, Tick, Vacate)
 from .hookmgr import StartdHookMgr
 from .policy import POLICY_ATTRS
 from .resmgr import ResMgr
@@ -153,8 +153,7 @@ class Engine(ResMgr):
         """A claim request refused once the claiming protocol began: abort_claim sends an Unclaimed,
         Matched or Drained slot through the Owner state (where IS_OWNER decides again)."""
         self._reply(inp, "request_claim", False, why, claim_id, slot.name)
-        if slot.state in (State.UNCLAIMED, State.MATCHED, State.DRAINED):
-            self._change(slot, State.OWNER, Activity.IDLE, "claiming protocol failed")
+        self._abort_claim(slot, "claiming protocol failed")
 
     def _adopt_disk(self, inp: HostSample) -> None:
         """The first disk figure of a machine that started without one: size the slots' disk by it.
@@ -577,6 +576,7 @@ class Engine(ResMgr):
         HostSample: _on_host,
         Match: _on_match,
         RequestClaim: _on_request_claim,
+        AbortClaim: ResMgr._on_abort_claim,
         ActivateClaim: _on_activate,
         SuspendClaim: _on_suspend,
         ContinueClaim: _on_continue,

@@ -53,6 +53,16 @@ class HostSample(Input):
 
 
 @dataclass(frozen=True, slots=True)
+class AbortClaim(Input):
+    """A claim request the shell refused before the engine saw it (an Owner it may not vouch for, a job ad
+    that fails validation): as ``abort_claim`` (command.cpp) the slot, when Unclaimed, Matched or Drained,
+    goes through the Owner state, where IS_OWNER decides again. No reply: the shell answered the request."""
+
+    slot: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Command(Input):
     """A command from a schedd, negotiator or administrator. ``request`` is echoed in its Reply."""
 

@@ -11,8 +11,8 @@ from startd import config
 from startd.classad import ClassAd
 from startd.config import ConfigError
 from startd.engine import Engine
-from startd.engine.events import (ActivateClaim, HostSample, JobExited, Match, Reconfig, ReleaseClaim, Reply,
-                                  RequestClaim, SlotCreated, SlotDeleted)
+from startd.engine.events import (AbortClaim, ActivateClaim, HostSample, JobExited, Match, Reconfig, ReleaseClaim, Reply,
+                                  RequestClaim, SlotCreated, SlotDeleted, Transition)
 
 from engine_helpers import Driver, job
 
@@ -74,6 +74,23 @@ def test_static_slots_refuse_a_job_that_asks_for_more_than_they_have() -> None:
     assert [(t.from_state, t.to_state, t.number) for t in d.transitions()[-2:]] == [
         ("Unclaimed", "Owner", 2), ("Owner", "Unclaimed", 1)]
     assert reply(d.do(RequestClaim(now=11, slot="slot1", claim_id="c2", job=job()))).accepted
+
+
+def test_a_claim_refused_by_the_shell_bounces_the_matched_slot_through_owner_as_abort_claim() -> None:
+    """abort_claim (command.cpp): a claim request refused before the engine saw it (the shell's owner check
+    or job ad validation) sends a Matched slot through Owner, where IS_OWNER decides again, at once rather
+    than at MATCH_TIMEOUT; it gets no reply of the engine's (the shell answered); a claimed slot is left be."""
+    d = Driver(PSLOT, cpus=2)
+    d.do(Match(now=5, slot="slot1"))
+    got = d.do(AbortClaim(now=10, slot="slot1", reason="claim request refused: bad Owner"))
+    assert [(t.from_state, t.to_state, t.number, t.reason) for t in got if isinstance(t, Transition)] == [
+        ("Matched", "Owner", 8, "claim request refused: bad Owner"), ("Owner", "Unclaimed", 1, "IS_OWNER is false")]
+    assert not [o for o in got if isinstance(o, Reply)]
+    assert reply(d.do(RequestClaim(now=11, slot="slot1", claim_id="c1", job=sized()))).accepted
+    before = len(d.transitions())
+    d.do(AbortClaim(now=12, slot="slot1_1"))  # Claimed: abort_claim touches only the claiming protocol
+    assert len(d.transitions()) == before
+    d.do(AbortClaim(now=13, slot="no-such-slot"))
 
 
 # --- partitionable and dynamic slots -------------------------------------------------------------
