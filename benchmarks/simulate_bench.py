@@ -131,13 +131,16 @@ def _owner_day(rng, seconds):
     return [(a, min(b, seconds)) for a, b in spans if a < seconds]
 
 
-def make_desktop_scenario(slots: int = 8, seconds: int = 86400, seed: int = 1) -> dict:
+def make_desktop_scenario(slots: int = 8, seconds: int = 86400, seed: int = 1, begin: int = 0) -> dict:
     """A day of a desktop of ``slots`` slots under ``use POLICY : Desktop``: the owner at the keyboard in
     working hours (with pauses, coffee breaks and lunch), the owner's load changing every 10 minutes
     (higher while at work), and schedds that claim the free slots in batches at their negotiation cycles
     while the keyboard has been idle long enough, run jobs, send keepalives every ALIVE_INTERVAL and
     release the claim; a claim the owner comes back to is suspended and, after MaxSuspendTime, evicted:
-    its schedd stops sending keepalives and claims the slot again later."""
+    its schedd stops sending keepalives and claims the slot again later. ``begin``: the scenario is the
+    stretch of ``seconds`` that starts so many seconds after midnight (the claims made before left out)."""
+    end = begin + seconds
+    seconds = end
     rng = random.Random(seed)
     steps: list[dict] = []
     at_desk = _owner_day(rng, seconds)
@@ -206,9 +209,18 @@ def make_desktop_scenario(slots: int = 8, seconds: int = 86400, seed: int = 1) -
             free_at[s] = u + rng.randint(10, 300)
     steps.append({"at": seconds, "snapshot": True})
     steps.sort(key=lambda st: st["at"])
+    host = {"cpus": slots, "memory": 4096 * slots, "disk": 1_250_000 * slots, "keyboard_idle": 36000}
+    if begin:
+        before = [st for st in steps if st["at"] < begin]
+        gone = {st["claim"]["id"] for st in before if "claim" in st}
+        steps = [{**st, "at": st["at"] - begin} for st in steps if st["at"] >= begin and not any(
+            isinstance(v, dict) and v.get("id") in gone for v in st.values())]
+        loads = [st["host"]["load_avg"] for st in before if "load_avg" in st.get("host", {})]
+        idle = idle_at(begin)
+        host.update(keyboard_idle=idle, keyboard_active=idle == 0.0, load_avg=loads[-1] if loads else 0.0)
+    clock = f"{begin // 3600:02d}:{begin // 60 % 60:02d}:{begin % 60:02d}"
     return {"name": f"a day of a {slots}-slot desktop under POLICY : Desktop", "config": DESKTOP_CONFIG,
-            "start": "2026-01-05T00:00:00Z", "host": {"cpus": slots, "memory": 4096 * slots,
-            "disk": 1_250_000 * slots, "keyboard_idle": 36000}, "steps": steps}
+            "start": f"2026-01-05T{clock}Z", "host": host, "steps": steps}
 
 
 DAY_GOAL = 2.0  # seconds for a day of the 8-slot machine, and for a day of the 8-slot desktop
