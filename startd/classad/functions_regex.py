@@ -14,9 +14,10 @@ pay again.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-import regex
+if TYPE_CHECKING:
+    import regex  # loaded by .pcre when a pattern is first compiled
 
 from .functions_common import ERROR, UNDEFINED, from_bytes, to_bytes
 from .functions_strings import tokens

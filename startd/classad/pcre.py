@@ -19,11 +19,16 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-import regex
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:
+    import regex
 
 from .limits import MAX_PATTERN_LENGTH, MAX_PATTERN_WEIGHT, charge_size
 
-Pattern = regex.Pattern[bytes]
+# the regex module (with its Unicode tables, a megabyte and more) is loaded when the first pattern is
+# compiled: a daemon whose expressions call no regular-expression function does without it
+Pattern: TypeAlias = "regex.Pattern[bytes]"
 
 _POSIX_CLASSES = {
     "alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z", "lower": "a-z",
@@ -314,6 +319,8 @@ def compile_cached(pattern: str, flags: int, st: Any = None) -> Optional[Compile
     compiled: Optional[Compiled] = None
     weight = 1
     if len(pattern) <= MAX_PATTERN_LENGTH:
+        import regex  # here, not at the top: see Pattern
+
         try:
             text, weight = _translate(pattern, flags)
             data = text.encode("utf-8", "surrogateescape")
