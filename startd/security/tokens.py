@@ -30,8 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Collection, Sequence
 
-import jwt
-
 from .keys import KnobSource, user_home, configured_path_usable
 
 __all__ = ["TokenError", "TokenClaims", "mint", "split_token", "decode_unverified", "decode_segments",
@@ -162,6 +160,8 @@ def mint(key: bytes, *, identity: str, issuer: str, authz: Sequence[str] = (), l
         payload["exp"] = t + int(lifetime)
     if names:
         payload["scope"] = "condor:/" + " condor:/".join(names)
+    import jwt  # PyJWT, with every algorithm's module, is loaded where a token is made or checked
+
     return jwt.encode(payload, bytes(key), algorithm="HS256", headers={"kid": key_id, "typ": "JWT"})
 
 
@@ -223,6 +223,8 @@ def _check(unsigned: str, key: bytes, signature: bytes | None, *, issuer: str, n
         raise TokenError("token signature does not match this pool's signing key")
     # PyJWT checks the algorithm and the claims' presence and types; the times are checked below
     # against `now`, which PyJWT cannot be given
+    import jwt
+
     try:
         payload = jwt.decode(
             f"{unsigned}.{b64url_encode(expected)}", bytes(key), algorithms=["HS256"],
