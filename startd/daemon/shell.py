@@ -70,11 +70,15 @@ from .supervise import (
     OrphanReaper,
     become_subreaper,
     health_file_path,
+    release_free_memory,
 )
 from ..transport.address import daemon_address_file
 from ..transport.service import Transport
 from .cedar_wire import CedarWire
 from .watchdog import ExitWatchdog
+
+#: Seconds after start-up when the daemon hands the memory start-up freed back to the system
+STARTUP_TRIM_DELAY = 5.0
 
 __all__ = ["IDLE_SAMPLE_INTERVAL", "SAMPLE_LEAD", "CronRunner", "Daemon", "DaemonDirs", "EventLog", "Feed",
            "Knobs", "Metrics", "NullCronRunner", "add_arguments", "load_daemon_config",
@@ -266,6 +270,8 @@ class Daemon(DaemonLoop):
                 self.reaper.start()
             self.notifier.ready(f"serving {len(self.engine.slot_names())} slots at {self.transport.url}")
             self.notifier.start_watchdog()
+            # once the first ads are out and the broker connection settled, start-up's garbage is returned
+            asyncio.get_running_loop().call_later(STARTUP_TRIM_DELAY, release_free_memory)
         except BaseException:
             # closed here, and forgotten so that close() does not close them again
             cedar, self.cedar = self.cedar, None
