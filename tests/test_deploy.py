@@ -63,7 +63,8 @@ def test_the_compose_example_gives_the_stop_timeout_of_its_environment() -> None
     assert svc["volumes"] == ["startd-state:/var/lib/startd"] and "startd-state" in compose["volumes"]
     assert svc["command"] == ["--broker", "mqtt://broker:1883"] and "broker" in compose["services"]
     port = svc["environment"]["_CONDOR_STARTD_METRICS_PORT"]
-    assert svc["ports"] == [f"127.0.0.1:{port}:{port}"]
+    assert svc["ports"] == [f"127.0.0.1::{port}"]  # a free host port each: `--scale startd=N` runs N of them
+    assert "hostname" not in svc  # each replica's name is its container's
 
 
 def test_the_dockerfile_checks_health_and_stops_as_the_daemon_expects() -> None:
