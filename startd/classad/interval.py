@@ -24,7 +24,7 @@ from typing import Any, Callable, NamedTuple, cast
 from .ad import ClassAd
 from .ast import AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, \
     UnaryOp, iter_nodes
-from .compile_operators import _to_bool
+from .compile_operators import _to_bool, compile_binary, compile_unary
 from .evaluate import EvalState
 from .functions import FUNCTIONS
 from .functions_time import TIME_FUNCTIONS
@@ -183,12 +183,9 @@ class Interval:
             return self.now
 
     def _top(self, av: Any) -> float:
-        if type(av) is _N:
-            n = av
-            if n.s != 0.0 or n.lo != n.hi:
-                raise _Unknown
-            return n.until
-        return cast(_C, av).until
+        if type(av) is _N and (av.s != 0.0 or av.lo != av.hi):
+            raise _Unknown  # a moving number itself
+        return float(av.until)
 
     # ------------------------------------------------------------------ attributes
 
@@ -239,10 +236,8 @@ class Interval:
             self.busy.discard(key)
 
     def _other(self, scope: ClassAd) -> ClassAd | None:
-        if scope is self.left:
-            return self.right
-        if scope is self.right:
-            return self.left
+        if scope is self.left or scope is self.right:
+            return self.right if scope is self.left else self.left
         raise _Unknown  # a record inside an ad
 
     def _attr(self, n: AttrRef, scope: ClassAd) -> Any:
@@ -431,13 +426,8 @@ class Interval:
     def _walk(self, n: Node, scope: ClassAd) -> bool:
         for x in iter_nodes(n):
             t = type(x)
-            if t is Call:
-                if cast(Call, x).lname in _UNSTEADY:
-                    return False
-            elif t is Literal:
-                if isinstance(cast(Literal, x).value, ClassAd):
-                    return False
-            elif t is RecordExpr:
+            if (t is Call and cast(Call, x).lname in _UNSTEADY) or t is RecordExpr or (
+                    t is Literal and isinstance(cast(Literal, x).value, ClassAd)):
                 return False
             elif t is AttrRef:
                 a = cast(AttrRef, x)
@@ -596,12 +586,10 @@ def _apply(op: str, a: Any, b: Any) -> Any:
         return r if r is ERROR else not r
     if op in ("+", "-", "*", "/", "%"):
         return arith(op, a, b)
-    from .compile_operators import compile_binary
     return compile_binary(op, lambda st: a, lambda st: b)(None)
 
 
 def _apply_unary(op: str, v: Any) -> Any:
-    from .compile_operators import compile_unary
     return compile_unary(op, lambda st: v)(None)
 
 

@@ -21,8 +21,7 @@ most of a quiet machine's day.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from ..classad import ClassAd
 from ..classad.ast import AttrRef, Call, Literal, Node, iter_nodes
@@ -44,10 +43,10 @@ from .events import (
     Tick,
     Vacate,
 )
-from .horizon import _READS_ADS, CLOCK_NAMES, INF, MACHINE_FIGURES, Horizons, clock_free  # noqa: F401  (clock_free: read by the tests)
+from .deferred import DeferredFigures
+from .horizon import _READS_ADS, CLOCK_NAMES, INF, MACHINE_FIGURES, clock_free  # noqa: F401  (clock_free: read by the tests)
 from .resource import Slot
 from .slotad import CLAIM_ATTRS, CLIENT_ATTRS
-from .states import Activity, State
 
 # Everything a pass writes before it evaluates (ResMgr::compute, assign_load, assign_keyboard, Claim::publish,
 # compute_draining_attrs), besides the clocks: the loads, the claim's holder and job, its usage. With the
@@ -65,7 +64,7 @@ _CLAIM_NAMED = frozenset({ActivateClaim, SuspendClaim, ContinueClaim, Deactivate
                           JobExited, StarterExited, JobUsage})
 
 
-class QuietPasses(Horizons):
+class QuietPasses(DeferredFigures):
     """Which passes are quiet, and the clock figures they leave to be written (see the module's text)."""
 
     quiet_enabled = True  # False: every pass is evaluated in full (what the quiet ones are checked against)
@@ -74,14 +73,9 @@ class QuietPasses(Horizons):
     steady_skips = 0  # how many evaluations of a slot were skipped as steady
     _quiet_flag = False  # the last pass certified that the next ones are quiet, as long as no input comes
     _quiet_until = float("inf")  # ... and up to this time (see .horizon)
-    _deferred_at: float | None = None  # the time of the last pass whose figures are not all written yet
-    _fig_epoch = 0  # counts the passes that left their figures unwritten (a slot's fig_epoch: written)
-    _agg: tuple[int, Any] | None = None  # (epoch, the machine's part of that pass's figures)
-    _snaps: dict[str, Any]  # the slots changed since that pass, as its figures read them (.figures.Snap)
-    _snaps_epoch = 0
     _machine_reads: dict[Any, tuple[Any, ...]]  # see _machine_free
-    _averages_at: float | None = None  # the last quiet pass whose state-history averages are not advanced yet
     _averages_fixed = False  # see _quiet_pass
+    _jobs_running = False  # a job ran when the quiet polls were certified (see _close_pass)
     _reads: dict[Any, tuple[Any, ...]]  # see _reading
     _closures: dict[Any, tuple[Any, ...]]  # see _slot_steady
     # slots whose decisions stay what they are until the next input (see _evaluate_slots); those that
@@ -99,9 +93,16 @@ class QuietPasses(Horizons):
     _backfill_running: bool
     _cross_names: set[str]
     _disk_known: bool
+    _next_poll: float | None
+    _next_update: float | None
+    _polled_np: int
+    _changed: set[str]
     _kbd_active: bool
     _kbd_sample: tuple[float, float]
     _con_sample: tuple[float, float]
+
+    def _first_timer(self) -> Any:
+        raise NotImplementedError
 
     @property
     def _quiet(self) -> bool:
@@ -114,23 +115,6 @@ class QuietPasses(Horizons):
         self._quiet_flag = quiet
 
     def _compute_draining_attrs(self, now: float, before_read: Any) -> None:
-        raise NotImplementedError
-
-    def _machine_figures(self, now: float, slots: list[Slot], snaps: Any = None) -> Any:
-        """The machine's part of a pass's figures (provided by the machine: .figures)."""
-        raise NotImplementedError
-
-    def _slot_figures(self, s: Slot, loads: Any) -> None:
-        """A slot's part of a pass's figures (provided by the machine: .figures)."""
-        raise NotImplementedError
-
-    def _snap(self, s: Slot, now: float) -> Any:
-        raise NotImplementedError
-
-    def _own_figures(self, s: Slot, now: float) -> None:
-        raise NotImplementedError
-
-    def _machine_share(self, s: Slot, loads: Any) -> None:
         raise NotImplementedError
 
     def _load_share(self, s: Slot, loads: Any) -> tuple[float, float, float]:
@@ -363,6 +347,41 @@ class QuietPasses(Horizons):
         self._busy_passes = self._busy_passes + 1 if self._input_seen else 0
         self._input_seen = False
 
+    def take_quiet_polls(self, before: float) -> None:
+        """Take the polls due before ``before`` that are quiet, as ``handle(Tick(now=poll))`` at each of
+        them would (they output nothing): for a shell with nothing else to do until ``before`` (the
+        simulator). A poll that is not certified quiet, and anything else due first (a timer, an update),
+        is left to the ticks."""
+        if not self._quiet_flag or self._polled_np <= 0 or self._changed or self._shutdown is not None:
+            return
+        p = self._next_poll
+        head = self._first_timer()
+        limit = min(before, self._quiet_until)
+        if head is not None:
+            limit = min(limit, head[0][0] - 1e-9)
+        if self._next_update is not None:
+            limit = min(limit, self._next_update - 1e-9)
+        if p is None or p >= limit or p < self.now:
+            return
+        interval = self.knobs.polling_interval
+        # with a job running and every slot's averages standing, a quiet pass only keeps the time: the
+        # last one stands for all (see _close_pass and _quiet_pass)
+        fast = self._averages_fixed and self._jobs_running
+        last, taken = p, 0
+        while p < limit:
+            if not fast:
+                self._close_pass()
+                self.now = p
+                self._quiet_pass(p)
+            last, taken = p, taken + 1
+            while p <= last + 1e-9:  # as ResMgr._fire_timers moves the poll on
+                p += interval
+        self._next_poll = p
+        if fast and taken:
+            self.now = last
+            self._quiet_pass(last)
+            self.quiet_passes += taken - 1
+
     def _quiet_pass(self, now: float) -> None:
         """A pass known to decide what the last one decided: only the averages move (as in _eval_slot).
         When every slot's averages stand where its CPUs and draining hold them (_averages_fixed), the
@@ -381,8 +400,9 @@ class QuietPasses(Horizons):
         over by the next one)."""
         at = self._deferred_at
         kept = self._agg
-        if at is None or (kept is not None and kept[0] == self._fig_epoch):
-            return
+        if at is None or (kept is not None and kept[0] == self._fig_epoch) or (
+                self._quiet_flag and self._jobs_running):
+            return  # (certified with a job running: nothing has changed since, and it still runs)
         snaps = self._snaps if self._snaps_epoch == self._fig_epoch else {}
         if self._no_job({}) or self._no_job(snaps):
             self._machine_part()
@@ -398,117 +418,6 @@ class QuietPasses(Horizons):
             elif s.claim is not None and s.claim.job_state is not None:
                 return False
         return True
-
-    def _defer(self, now: float) -> None:
-        """The pass at ``now`` leaves every slot's figures unwritten (those of earlier passes are written
-        over by them)."""
-        self._deferred_at, self._lazy = now, True
-        self._fig_epoch += 1
-        self._agg = None
-
-    def _advance_averages(self) -> None:
-        """ResState::updateActivityAverages of the last quiet pass, which a pass does after its figures."""
-        at = self._averages_at
-        if at is None:
-            return
-        self._averages_at = None
-        for s in self.slots.values():
-            if not s.deleted:
-                self._update_averages(s, at)
-
-    def _update_averages(self, slot: Slot, at: float) -> None:
-        """ResState::updateActivityAverages, as _eval_slot does it."""
-        slot.history.update_averages(int(at), float(slot.resources.cpus), self._draining)
-
-    @contextmanager
-    def _at_pass(self) -> Iterator[float]:
-        """Work as at the time of the pass that left its figures unwritten: its clock, no trace of the
-        decisions' reads, and no settling from the hooks (this is the settling)."""
-        at = self._deferred_at
-        assert at is not None
-        now, trace, lazy = self.now, self._trace, self._lazy
-        self.now, self._trace, self._lazy = at, None, False
-        try:
-            yield at
-        finally:
-            self.now, self._trace, self._lazy = now, trace, lazy
-
-    def _machine_part(self) -> Any:
-        """The machine's part of the figures left unwritten (:meth:`_machine_figures`), worked out once:
-        from the slots as they are, and the slots that changed since as they were (``_snaps``)."""
-        kept = self._agg
-        if kept is not None and kept[0] == self._fig_epoch:
-            return kept[1]
-        snaps = self._snaps if self._snaps_epoch == self._fig_epoch else None
-        with self._at_pass() as at:
-            loads = self._machine_figures(at, self._slot_list(), snaps)
-        self._agg = (self._fig_epoch, loads)
-        return loads
-
-    def _write_figures(self, slots: Iterable[Slot], own: bool = False) -> None:
-        """Write what each of ``slots`` has left unwritten, as the pass would have written it. ``own``:
-        for one slot about to change, only its own figures when the machine's are not worked out yet
-        (they are written when the ad is read), after taking down what the machine's read of it."""
-        epoch = self._fig_epoch
-        kept = self._agg
-        machine_known = kept is not None and kept[0] == epoch
-        gens = self._figure_gens()
-        with self._at_pass() as at:
-            for s in slots:
-                if s.deleted:
-                    continue
-                gen = s.ad._gen
-                machine_known = self._write_one(s, at, epoch, own, machine_known)
-                if s.ad._gen != gen:
-                    gens[s.name] = gens.get(s.name, 0) + s.ad._gen - gen
-
-    def _write_one(self, s: Slot, at: float, epoch: int, own: bool, machine_known: bool) -> bool:
-        """:meth:`_write_figures` for one slot; returns whether the machine's part is worked out now."""
-        if s.fig_epoch != epoch:
-            snap = self._snap(s, at) if own and not machine_known else None
-            if snap is not None:
-                if self._snaps_epoch != epoch:
-                    self._snaps, self._snaps_epoch = {}, epoch
-                self._snaps[s.spec.name] = snap
-                s.fig_epoch = s.owes = epoch
-                self._own_figures(s, at)
-                return machine_known
-            s.fig_epoch = epoch
-            self._slot_figures(s, self._machine_part())
-            return True
-        if s.owes == epoch and not own:
-            s.owes = 0
-            self._machine_share(s, self._machine_part())
-            return True
-        return machine_known
-
-    def _figure_gens(self) -> dict[str, int]:
-        """How many changes of each slot's ad were figures written late (:meth:`_slot_mark` leaves them out:
-        a pass that evaluates would have written them before it evaluates)."""
-        gens: dict[str, int] | None = self.__dict__.get("_fig_gens")
-        if gens is None:
-            gens = self.__dict__["_fig_gens"] = {}
-        return gens
-
-    def _settle_slot(self, slot: Slot, read: bool = False) -> None:
-        """Write ``slot``'s figures the last pass left unwritten, before it changes or, with ``read``,
-        before it is read (every slot's, unless one slot's changes touch no other slot: :meth:`_per_slot`)."""
-        epoch = self._fig_epoch
-        if self._deferred_at is None or (slot.fig_epoch == epoch and (slot.owes != epoch or not read)):
-            return
-        if not self._per_slot():
-            self.settle()
-            return
-        self._write_figures((slot,), own=not read)
-        self._advance_averages()
-
-    def settle(self) -> None:
-        """Write the figures the last passes left unwritten, as they would have written them: before the
-        ads are read, and before anything changes the engine's state."""
-        if self._deferred_at is not None:
-            self._write_figures(self._slot_list())
-            self._deferred_at, self._lazy = None, False
-        self._advance_averages()
 
     def _unquiet(self) -> None:
         """An input or a timer: settle, and evaluate the next pass in full."""
@@ -588,12 +497,5 @@ class QuietPasses(Horizons):
         self._quiet_until = first
         quiet = may and all(s.name in steady for s in slots)
         self._averages_fixed = quiet and all(self._averages_stand(s) for s in slots)
+        self._jobs_running = quiet and not self._no_job({})
         return quiet
-
-    def _averages_stand(self, s: Slot) -> bool:
-        """Whether the slot's time-weighted averages (ResState::updateActivityAverages) are its whole CPUs
-        and the machine's draining exactly: an update then only adds the seconds, in integers, so one
-        update at the end of a stretch leaves what an update every poll leaves."""
-        h, cpus = s.history, float(s.resources.cpus)
-        return s.deleted or (h.avg_since is not None and h.avg_cpus == cpus and cpus == int(cpus) < 2 ** 20
-                             and h.avg_draining == float(self._draining))

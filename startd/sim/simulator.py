@@ -212,6 +212,11 @@ class Simulator(SimStarters, SimExpectations):
             job_t = min([d for d in (self.exit_due_first(),) if d is not None]
                         + list(self.cleaning.values()), default=None)
             usage_t = self.usage_due()
+            # the polls before the next thing this shell does that the engine knows to be quiet are taken
+            # in one call, as ticks at each of them would (they output nothing)
+            quiet = getattr(self.engine, "take_quiet_polls", None)
+            if quiet is not None:
+                quiet(min(x for x in (job_t, usage_t, target) if x is not None))
             wake = self.engine.next_wakeup()
             candidates = [x for x in (job_t, usage_t, wake) if x is not None]
             if not candidates:

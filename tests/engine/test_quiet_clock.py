@@ -225,3 +225,26 @@ def test_a_host_sample_that_moves_a_slots_load_has_it_evaluated_again() -> None:
     assert seen and 600.5 < seen[0] <= 605.5  # not before the load reaches it, then at the next poll
     assert quick.state("slot1") == "Claimed/Suspended"
     assert [str(o) for o in quick.out] == [str(o) for o in full.out]
+
+
+def test_the_quiet_polls_taken_in_one_call_are_those_a_tick_at_each_would_take() -> None:
+    """A shell with nothing to do before a time hands the engine the polls before it in one call
+    (take_quiet_polls, as startd simulate does): the same outputs, ads, next wakeup and state history as a
+    tick at every poll, and the owner's return is handled as it would be after them."""
+    ticked, taken = _night(), _night()
+    for t in (1000.0, 2500.5, 4000.0):
+        taken.eng.take_quiet_polls(t)
+        for d in (ticked, taken):
+            d.until(t)
+    for d in (ticked, taken):
+        d.do(HostSample(now=4000.5, keyboard_idle=0.0, keyboard_active=True))
+        d.until(5000.0)
+    assert [str(o) for o in taken.out] == [str(o) for o in ticked.out]
+    assert taken.eng.next_wakeup() == ticked.eng.next_wakeup()
+    for name in ("slot1", "slot2", "slot3"):
+        a, b = taken.eng.slot_ad(name), ticked.eng.slot_ad(name)
+        # (PERIODIC_CHECKPOINT draws $RANDOM_INTEGER, engine by engine)
+        assert {k: str(a[k]) for k in a if k != "PERIODIC_CHECKPOINT"} == \
+            {k: str(b[k]) for k in b if k != "PERIODIC_CHECKPOINT"}
+        assert taken.eng.slots[name].history == ticked.eng.slots[name].history
+    assert taken.eng.quiet_passes == ticked.eng.quiet_passes > 500
