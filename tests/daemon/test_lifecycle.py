@@ -64,7 +64,9 @@ async def test_restart_after_sigkill_kills_the_jobs_the_previous_life_left(tmp_p
 
 async def test_sighup_with_a_broken_config_keeps_the_old_one_and_a_good_one_takes_effect(
         tmp_path: Path, topic_root: str, daemon_process) -> None:
-    cfg = write_config(tmp_path, topic_root)
+    # a reconfig evaluates nothing (main_config, finish_main_config): an Unclaimed slot, which needs no
+    # polling, reads the new IS_OWNER at the next UPDATE_INTERVAL evaluation
+    cfg = write_config(tmp_path, topic_root, "UPDATE_INTERVAL = 2\n")
     good = cfg.read_text()
     d = await daemon_process(cfg)
     url = d.url
