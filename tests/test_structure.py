@@ -234,3 +234,13 @@ def test_one_name_for_one_job() -> None:
     """The broker's user check (transport/broker_users.py) and HTCondor's authorization policy
     (security/authz.py) are two jobs with two names."""
     assert sorted(p.relative_to(PKG).as_posix() for p in PKG.rglob("authz.py")) == ["security/authz.py"]
+
+
+def test_no_two_test_modules_share_a_name() -> None:
+    """pytest imports the test files by their base name (rootdir with no packages under tests/): two of the
+    same name stop the whole collection."""
+    names: dict[str, list[str]] = {}
+    for path in (PKG.parent / "tests").rglob("*.py"):
+        if path.name != "conftest.py" and "container" not in path.parts:
+            names.setdefault(path.name, []).append(str(path.relative_to(PKG.parent)))
+    assert {n: ps for n, ps in names.items() if len(ps) > 1} == {}
