@@ -6,19 +6,23 @@ the figures it publishes (KeyboardIdle, the claim's run times, the expected drai
 functions of the time, and the decisions read the time only through those figures, ``time()`` and the
 clocks a few states keep (retirement, CLAIM_WORKLIFE, MATCH_TIMEOUT's timer).
 
-So after a pass that changed nothing, if every slot is in a state whose decisions read no clock of their
-own and every expression those decisions evaluated refers, through the slot ad and the job ad, to no clock
-figure and calls no function of the time, the passes that follow until the next input decide exactly the
-same. When they do read the clock (KeyboardIdle, ``time() - EnteredCurrentActivity``, the claim's run
-time), the interval evaluation of :mod:`.horizon` bounds the time up to which their values hold, and the
-passes before it decide the same. Such a pass is *quiet*: the engine keeps its time (and the state history's averages, which it advances as the pass would)
-and writes the clock figures only when somebody is about to read or change the slot ads: the shell reading
-an ad, the next input, a timer. The ads are then exactly what the skipped passes would have left.
+So after a pass that changed nothing, a slot in a state whose decisions read no clock of their own is
+*steady* when every expression those decisions evaluated refers, through the slot ad and the job ad, to no
+clock figure and calls no function of the time: the passes that follow until the next input decide for
+it exactly the same. When they do read the clock (KeyboardIdle, ``time() - EnteredCurrentActivity``, the
+claim's run time), the interval evaluation of :mod:`.horizon` bounds the time up to which their values
+hold, and the slot is steady until then. A pass over steady slots only is *quiet*: the engine keeps its
+time (and the state history's averages, which it advances as the pass would) and writes the clock figures
+only when somebody is about to read or change the slot ads: the shell reading an ad, the next input, a
+timer (:mod:`.deferred`). The ads are then exactly what the skipped passes would have left.
+
+An input to one static slot leaves the other slots steady, unless they read the machine's figures (the
+loads and totals) and those moved; a host sample that only moves the owner's load, likewise.
 
 The daemon gains nothing here while its host samples arrive every few seconds; ``startd simulate`` skips
-most of a quiet machine's day.
+most of a quiet machine's day, and takes the quiet polls between two of its events in one call
+(:meth:`QuietPasses.take_quiet_polls`).
 """
-
 from __future__ import annotations
 
 from typing import Any
@@ -184,7 +188,7 @@ class QuietPasses(DeferredFigures):
 
     def _timer_fires(self, key: tuple[float, int, int, int], fn: Any) -> None:
         """A timer is about to fire: one of a slot's own (MATCH_TIMEOUT, the lease, the vacate and kill
-        deadlines, the end of retirement, CLAIM_WORKLIFE) touches only that slot, as an input does."""
+        deadlines, a deactivated job's soft kill) touches only that slot, as an input does."""
         args: tuple[Any, ...] = getattr(fn, "args", ())
         slot = args[0] if key[1] == 0 and len(args) == 1 and isinstance(args[0], Slot) else None
         if slot is None or not self._per_slot():
@@ -201,7 +205,8 @@ class QuietPasses(DeferredFigures):
         """An input or a timer acts on ``slot`` alone: its figures are written as the last pass left them
         (the machine's too, when an expression of its ad, its job's or ``job``, the input's, refers to
         one: what handles the input may read it), it is evaluated again at the next pass, and so is every
-        steady slot whose decisions read a figure (the loads and totals move with another slot's job)."""
+        steady slot whose decisions read the machine's figures, unless they stay what they were (the loads
+        and totals move with another slot's job: :meth:`_others_moved`)."""
         name = slot.name
         read = not (self._machine_free(slot.ad, name) and self._machine_free(job, (name, "input")) and all(
             self._machine_free(c.job, (name, i)) for i, c in enumerate((slot.claim, slot.pre, slot.pending))
@@ -455,19 +460,24 @@ class QuietPasses(DeferredFigures):
         if not may:
             self._clear_steady()
         first = INF
+        inow, draining = int(now), self._draining
+        skipped = unsteady = 0
         for slot in slots:
             if slot.deleted:
                 continue
             name = slot.name
             if name in steady:
-                until = untils.get(name, INF)
+                until = untils.get(name, INF) if untils else INF
                 if now < until and (name not in recheck or self._print_holds(slot)):
-                    self._update_averages(slot, now)
-                    self.steady_skips += 1
-                    first = min(first, until)
+                    # what _eval_slot does to a slot that stays as it is: ResState::updateActivityAverages
+                    slot.history.update_averages(inow, float(slot.resources.cpus), draining)
+                    skipped += 1
+                    if until < first:
+                        first = until
                     continue
                 steady.discard(name)
                 self._steady_local.discard(name)
+            unsteady += 1
             if not may:
                 self._latch_update(slot, now)
                 self._eval_slot(slot)
@@ -484,6 +494,7 @@ class QuietPasses(DeferredFigures):
             elif (got := self._slot_steady(slot, traced, now)) is not None:
                 reads, until = got
                 steady.add(name)
+                unsteady -= 1
                 if until < INF:
                     untils[name] = until
                     first = min(first, until)
@@ -494,8 +505,9 @@ class QuietPasses(DeferredFigures):
                     self._steady_local.add(name)
                     if reads:
                         prints[name] = (reads, self._machine_print(slot, reads))
+        self.steady_skips += skipped
         self._quiet_until = first
-        quiet = may and all(s.name in steady for s in slots)
+        quiet = may and not unsteady and all(s.name in steady for s in slots)
         self._averages_fixed = quiet and all(self._averages_stand(s) for s in slots)
         self._jobs_running = quiet and not self._no_job({})
         return quiet
