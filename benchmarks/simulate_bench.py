@@ -235,6 +235,9 @@ try:
     from startd.sim import simulator as s
 except ImportError:
     from startd import simulate as s
+if sys.argv[3:] == ["full"]:
+    from startd.engine.quiet import QuietPasses
+    QuietPasses.quiet_enabled = False
 out = io.StringIO()
 t0 = time.perf_counter()
 code = s.simulate(sys.argv[2], as_json=True, out=out, err=out)
@@ -254,7 +257,9 @@ def _run_here(path: Path) -> tuple[float, int] | None:
 
 
 def _run_there(tree: str, path: Path) -> tuple[float, int] | None:
-    got = subprocess.run([sys.executable, "-c", _BASELINE_RUN, tree, str(path)], capture_output=True, text=True)
+    full = [] if QuietPasses.quiet_enabled else ["full"]
+    got = subprocess.run([sys.executable, "-c", _BASELINE_RUN, tree, str(path), *full], capture_output=True,
+                         text=True)
     if got.returncode != 0:
         print(got.stderr, file=sys.stderr)
         return None
@@ -345,12 +350,14 @@ def main(argv: list[str] | None = None) -> int:
         # that a small machine gets more of: its inputs are fewer per poll)
         for quiet in (True, False):
             QuietPasses.quiet_enabled = quiet
-            times = {}
+            times, there = {}, {}
             for n in (64, 512):
-                got = time_scenario(make_scenario(n, secs, args.seed), max(1, min(args.repeat, 2)))
+                got = time_scenario(make_scenario(n, secs, args.seed), max(1, min(args.repeat, 2)), args.baseline)
                 if got is None:
                     return 2
                 times[n] = min(got[0])
+                if got[2]:
+                    there[n] = min(got[2])
             QuietPasses.quiet_enabled = True
             ratio = times[512] / times[64]
             k = math.log(ratio) / math.log(512 / 64)
@@ -359,6 +366,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"scaling, {args.scale_hours:g} h of the same per-slot workload{what}: 64 slots "
                   f"{times[64]:.2f} s, 512 slots {times[512]:.2f} s, ratio {ratio:.2f} (goal <= {SCALE_GOAL:g}), "
                   f"k = {k:.2f} {verdict}".rstrip())
+            if there:
+                print(f"  the same with {args.baseline}: 64 slots {there[64]:.2f} s, 512 slots {there[512]:.2f} s, "
+                      f"ratio {there[512] / there[64]:.2f}")
     return 0
 
 

@@ -37,13 +37,14 @@ INF = math.inf
 
 class Moving(NamedTuple):
     """How an attribute moves from the time asked about on: ``value + slope * seconds``, or with ``floor``
-    the whole part of that (an ad's whole seconds; ``value`` is then at least 0 and ``slope`` too).
-    ``integer``: its type is an integer, else a real."""
+    the whole part of that (an ad's whole seconds; ``value`` is then at least 0 and ``slope`` too), up to
+    ``until`` (a clock of the day starts again at midnight). ``integer``: its type is an integer."""
 
     value: float
     slope: float
     floor: bool = True
     integer: bool = True
+    until: float = math.inf
 
 
 #: what a ``moving`` callback answers for an attribute that moves in a way it cannot describe
@@ -200,8 +201,8 @@ class Interval:
             raise _Unknown
         if mv.slope == 0.0:
             v = math.floor(mv.value) if mv.floor else mv.value
-            return _C(int(v) if mv.integer else float(v), INF)
-        return _N(mv.value, mv.value, mv.slope, mv.floor, mv.integer, INF, _rounding(mv.value))
+            return _C(int(v) if mv.integer else float(v), mv.until)
+        return _N(mv.value, mv.value, mv.slope, mv.floor, mv.integer, mv.until, _rounding(mv.value))
 
     def _found(self, ad: ClassAd, lname: str) -> Any:
         """The value of attribute ``lname`` looked up in the top-level ad ``ad`` (after the moving figures)."""

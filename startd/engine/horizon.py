@@ -2,8 +2,8 @@
 
 Between two inputs, the figures a pass writes that move are functions of the time: KeyboardIdle and
 ConsoleIdle (ResMgr::assign_keyboard: the last sample's idle time plus the seconds since, or 0 while the
-keyboard is in use), ``time()`` and CurrentTime, and the claim's run and suspension times
-(Claim::publishStateTimes). Everything else a decision reads (the loads, EnteredCurrentActivity, JobStart,
+keyboard is in use), ``time()`` and CurrentTime, the claim's run and suspension times
+(Claim::publishStateTimes), and ClockMin and ClockDay (up to midnight). Everything else a decision reads (the loads, EnteredCurrentActivity, JobStart,
 a latch's time, the job ad) stays as it is until an input or a transition changes it, and the engine
 evaluates again then (see :mod:`.quiet`).
 
@@ -17,6 +17,7 @@ evaluation cannot follow: the slot is then evaluated at every poll.
 
 from __future__ import annotations
 
+import time as _time
 from typing import Any, Iterable
 
 from ..classad import ClassAd
@@ -160,6 +161,7 @@ class Horizons(ResourceBase):
     _kbd_active: bool
     _kbd_sample: tuple[float, float]
     _con_sample: tuple[float, float]
+    utc_offset: int | None
     _closures: dict[Any, tuple[Any, ...]]  # see _slot_steady
     slots: dict[str, Slot]
 
@@ -229,6 +231,8 @@ class Horizons(ResourceBase):
                 return UNKNOWN
             if lname == "keyboardidle" or lname == "consoleidle":
                 return self._idle_motion(s, now, lname == "keyboardidle")
+            if lname == "clockmin" or lname == "clockday":
+                return self._day_motion(now, lname == "clockmin")
             return self._claim_clock_motion(s, now, _CLAIM_CLOCKS[lname])
 
         return moving
@@ -245,6 +249,19 @@ class Horizons(ResourceBase):
             v, at = self._kbd_sample if keyboard else self._con_sample
             y = v + (now - at)
         return Moving(y, 1.0) if y >= 0 else UNKNOWN
+
+    def _day_motion(self, now: float, minutes: bool) -> Any:
+        """ClockMin (the minutes since midnight) or ClockDay (the day of the week), up to the next
+        midnight, in the machine's time zone when it is a fixed offset (a simulated machine's); the local
+        time of a daemon, whose offset may change overnight, is not followed."""
+        if self.utc_offset is None:
+            return UNKNOWN
+        secs = (now + self.utc_offset) % 86400.0
+        midnight = now + (86400.0 - secs)
+        if minutes:
+            return Moving(secs / 60.0, 1.0 / 60.0, until=midnight)
+        day = (_time.gmtime(now + self.utc_offset).tm_wday + 1) % 7
+        return Moving(float(day), 0.0, until=midnight)
 
     @staticmethod
     def _claim_clock_motion(s: Slot, now: float, which: int) -> Any:
@@ -280,4 +297,4 @@ class Horizons(ResourceBase):
 
 
 # The clock figures whose motion is followed
-_FOLLOWED = frozenset({"keyboardidle", "consoleidle", *_CLAIM_CLOCKS})
+_FOLLOWED = frozenset({"keyboardidle", "consoleidle", "clockmin", "clockday", *_CLAIM_CLOCKS})

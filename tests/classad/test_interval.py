@@ -222,3 +222,17 @@ def test_random_expressions_keep_their_value_up_to_the_time_given(seed: int) -> 
             assert _same(evaluate_node(node, d.slot, d.job, t), v0), (node, t - t0, u - t0)
             t += 0.5 if rng.random() < 0.9 else 0.37
     assert followed > 30 and finite > 0  # most are followed, and some turn within the stretch
+
+
+def test_a_motion_that_holds_only_up_to_a_time_bounds_what_reads_it() -> None:
+    """ClockMin grows a minute a minute up to midnight, where it starts again: ClockMin > 100 at 23:50
+    holds until midnight, not for good; ClockMin < 480 at 07:50:30 holds until 08:00."""
+    d = Desk()
+
+    def clock(at_minute: float, midnight: float) -> Any:
+        return lambda first, name: Moving(at_minute, 1 / 60, until=midnight) if name == "clockmin" else None
+
+    late = until(parse_node("ClockMin > 100"), d.slot, d.job, T0, clock(1430.0, T0 + 600))
+    assert late == T0 + 600
+    morning = until(parse_node("ClockMin < 480"), d.slot, d.job, T0, clock(470.5, T0 + 57_570))
+    assert T0 + 569.99 < morning <= T0 + 570

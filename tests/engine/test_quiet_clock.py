@@ -114,6 +114,20 @@ def test_the_owner_returning_suspends_and_then_evicts_at_the_polls_every_poll_fi
     assert quick.eng.quiet_passes > 900
 
 
+@pytest.mark.parametrize("begin", [5 * 3600, 15 * 3600 + 1800, 21 * 3600])
+def test_a_policy_of_working_hours_follows_the_clock_of_the_day(tmp_path: Path, begin: int,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """POLICY : Desktop_Hours reads ClockMin (and ClockDay for a working week): the minutes since midnight
+    move with the clock up to midnight, so the polls before the working day begins (jobs evicted from
+    ten minutes before it) are quiet, and the eviction comes at the poll every poll evaluated finds."""
+    edit = "use POLICY : Desktop_Hours(8, 17, 1, 5)\n"
+    path = _desktop(tmp_path, f"hours{begin}", 3, 5, 7, begin, edit, snapshots=3)
+    full, quick, engines = _both(path, monkeypatch)
+    assert sum(e.quiet_passes for e in engines) > 3 * sum(e.lazy_passes for e in engines)
+    if begin == 5 * 3600:
+        assert '"reason": "PREEMPT became true"' in quick  # 07:50, the working day about to begin
+
+
 # --- generated desktop-like policies -------------------------------------------------------------------
 
 def _policy(rng: random.Random) -> str:
@@ -135,7 +149,8 @@ def _policy(rng: random.Random) -> str:
         "((Activity == \"Suspended\") && ($(ActivityTimer) > $(MaxSuspendTime))) || (SUSPEND && (WANT_SUSPEND == False))",
         "TotalJobRunTime > 2400 && KeyboardIdle < 600",
         "(time() - EnteredCurrentState) > 5000 || TotalJobSuspendTime > 300",
-        "ifThenElse(ClockMin > 1430, True, $(ActivityTimer) > 7200)"]))
+        "ifThenElse(ClockMin > 1430, True, $(ActivityTimer) > 7200)",
+        "ClockMin >= 480 && ClockMin < 1020 && ClockDay != 0"]))
     lines.append("KILL = " + rng.choice(["False", "$(ActivityTimer) > 20", "KeyboardIdle < 10"]))
     lines.append("WANT_SUSPEND = " + rng.choice(["True", "TARGET.ImageSize < 1000000",
                                                  "($(SmallJob) || $(KeyboardNotBusy) || $(IsVanilla)) && ($(SUSPEND))"]))
