@@ -27,6 +27,7 @@ class DeferredFigures(Horizons):
     _snaps: dict[str, Any]  # the slots changed since that pass, as its figures read them (.figures.Snap)
     _snaps_epoch = 0
     _averages_at: float | None = None  # the last quiet pass whose state-history averages are not advanced yet
+    _skipped_at: float | None = None  # the last pass that left steady slots' averages (see .quiet)
 
     def _machine_figures(self, now: float, slots: list[Slot], snaps: Any = None) -> Any:
         """The machine's part of a pass's figures (provided by the machine: .figures)."""
@@ -168,3 +169,8 @@ class DeferredFigures(Horizons):
             self._write_figures(self._slot_list())
             self._deferred_at, self._lazy = None, False
         self._advance_averages()
+        self._catch_up_averages()
+
+    def _catch_up_averages(self) -> None:
+        """The averages the passes left of the steady slots (provided by .quiet)."""
+        raise NotImplementedError

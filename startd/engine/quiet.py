@@ -266,11 +266,26 @@ class QuietPasses(DeferredFigures):
     def _steady_memo(self, name: str) -> Any:
         """What is kept of the steady slots besides ``_steady``, made with the first use: when each one's
         decisions may change (``_steady_until``: absent, the next input), the machine's figures it read
-        and their values (``_steady_print``), the slots to check those again (``_steady_recheck``)."""
+        and their values (``_steady_print``), the slots to check those again (``_steady_recheck``), those
+        whose averages stand (``_steady_fixed``: see :meth:`_catch_up_averages`)."""
         got = self.__dict__.get(name)
         if got is None:
-            got = self.__dict__[name] = set() if name == "_steady_recheck" else {}
+            got = self.__dict__[name] = set() if name in ("_steady_recheck", "_steady_fixed") else {}
         return got
+
+    def _catch_up_averages(self) -> None:
+        """The averages of the steady slots whose averages stand, left at the passes that skipped them: an
+        update then only adds the seconds (see :meth:`_averages_stand`), so the one at the last such pass
+        is every one of them (an update older than the slot's last is nothing)."""
+        at = self._skipped_at
+        if at is None:
+            return
+        self._skipped_at = None
+        inow, draining, slots = int(at), self._draining, self.slots
+        for name in self._steady_memo("_steady_fixed"):
+            s = slots.get(name)
+            if s is not None and not s.deleted:
+                s.history.update_averages(inow, float(s.resources.cpus), draining)
 
     def _machine_print(self, slot: Slot, reads: frozenset[str]) -> tuple[Any, ...]:
         """The values of the machine's figures ``reads`` in the slot's ad as this pass writes them: worked
@@ -461,16 +476,19 @@ class QuietPasses(DeferredFigures):
             self._clear_steady()
         first = INF
         inow, draining = int(now), self._draining
+        fixed = self._steady_memo("_steady_fixed")
         skipped = unsteady = 0
         for slot in slots:
             if slot.deleted:
                 continue
-            name = slot.name
+            name = slot.spec.name
             if name in steady:
                 until = untils.get(name, INF) if untils else INF
                 if now < until and (name not in recheck or self._print_holds(slot)):
                     # what _eval_slot does to a slot that stays as it is: ResState::updateActivityAverages
-                    slot.history.update_averages(inow, float(slot.resources.cpus), draining)
+                    # (made later for one whose averages stand: _catch_up_averages)
+                    if name not in fixed:
+                        slot.history.update_averages(inow, float(slot.resources.cpus), draining)
                     skipped += 1
                     if until < first:
                         first = until
@@ -501,11 +519,17 @@ class QuietPasses(DeferredFigures):
                 else:
                     untils.pop(name, None)
                 prints.pop(name, None)
+                if self._averages_stand(slot):
+                    fixed.add(name)
+                else:
+                    fixed.discard(name)
                 if reads is None or reads:
                     self._steady_local.add(name)
                     if reads:
                         prints[name] = (reads, self._machine_print(slot, reads))
         self.steady_skips += skipped
+        if skipped and fixed:
+            self._skipped_at = now
         self._quiet_until = first
         quiet = may and not unsteady and all(s.name in steady for s in slots)
         self._averages_fixed = quiet and all(self._averages_stand(s) for s in slots)
