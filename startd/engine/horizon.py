@@ -65,43 +65,82 @@ _STEADY_STATES = frozenset({(State.CLAIMED, Activity.BUSY), (State.CLAIMED, Acti
 _IDLE_STATES = frozenset({State.OWNER, State.UNCLAIMED})
 
 
+# What each tree refers to (see node_refs): trees are not changed once built, so what one refers to is
+# read off it once; the tree is kept with it, so an id is never taken for another tree's
+_REFS: dict[int, tuple[Node, frozenset[str], frozenset[str], bool]] = {}
+_REFS_MAX = 50_000
+_PLAIN = frozenset({int, float, str, bool})  # literal values that are surely no ad (isinstance is slow)
+
+
+def node_refs(node: Node) -> tuple[frozenset[str], frozenset[str], bool]:
+    """The attribute names (lower case) the tree ``node`` refers to, the functions it calls, and whether
+    it holds a nested ad (whose expressions have scopes of their own)."""
+    kept = _REFS.get(id(node))
+    if kept is not None and kept[0] is node:
+        return kept[1], kept[2], kept[3]
+    names: set[str] = set()
+    calls: set[str] = set()
+    nested = False
+    for n in iter_nodes(node):
+        t = type(n)
+        if t is AttrRef:
+            names.add(n.lname)  # type: ignore[attr-defined]
+        elif t is Call:
+            calls.add(n.lname)  # type: ignore[attr-defined]
+        elif t is Literal and isinstance(n.value, ClassAd):  # type: ignore[attr-defined]
+            nested = True
+    if len(_REFS) >= _REFS_MAX:
+        _REFS.clear()
+    got = (node, frozenset(names), frozenset(calls), nested)
+    _REFS[id(node)] = got
+    return got[1], got[2], got[3]
+
+
+def _closure(names: Iterable[str], nodes: Iterable[Node], ads: tuple[ClassAd, ...], unsteady: frozenset[str],
+             stop: frozenset[str]) -> set[str] | None:
+    """Every attribute name the expressions ``nodes`` and the attributes ``names`` (lower case) refer to,
+    with every attribute those refer to in any of ``ads`` (the slot ad and the job ad: a reference is looked
+    up in both); None as soon as one is in ``stop``, or a function of ``unsteady`` or an unknown one is
+    called, or a nested ad is met, or the closure is too large."""
+    seen: set[str] = set()
+    todo = list(names)
+    for tree in nodes:
+        refs, calls, nested = node_refs(tree)
+        if nested or any(fn in unsteady or fn not in FUNCTIONS for fn in calls):
+            return None
+        todo.extend(refs)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        if name in stop or len(seen) >= _CLOSURE_LIMIT:
+            return None
+        seen.add(name)
+        for ad in ads:
+            node = ad._attrs.get(name)
+            if node is None:
+                continue
+            if type(node) is Literal:
+                v = node.value
+                if type(v) not in _PLAIN and isinstance(v, ClassAd):
+                    return None
+                continue
+            refs, calls, nested = node_refs(node)
+            if nested or (calls and any(fn in unsteady or fn not in FUNCTIONS for fn in calls)):
+                return None
+            todo.extend(refs)
+    return seen
+
+
 def clock_free(names: Iterable[str], nodes: Iterable[Node], ads: tuple[ClassAd, ...], *,
                figures: frozenset[str] | None = None) -> bool:
     """Whether the expressions ``nodes`` and the attributes ``names`` (lower case), with every attribute
     they refer to in any of ``ads`` (the slot ad and the job ad: a reference is looked up in both), depend
     on nothing that moves with the clock. With ``figures`` (lower case names), the question is instead
     whether they read none of those attributes (they may call time() and random())."""
-    unsteady = _UNSTEADY if figures is None else _READS_ADS
-    forbidden = CLOCK_NAMES if figures is None else figures
-    seen: set[str] = set()
-    todo = list(names)
-    pending = list(nodes)
-    while todo or pending:
-        while todo:
-            name = todo.pop()
-            if name in seen:
-                continue
-            if name in forbidden or len(seen) >= _CLOSURE_LIMIT:
-                return False
-            seen.add(name)
-            for ad in ads:
-                node = ad._attrs.get(name)
-                if node is not None and type(node) is not Literal:
-                    pending.append(node)
-                elif node is not None and isinstance(node.value, ClassAd):
-                    return False  # a nested ad's expressions have scopes of their own
-        while pending:
-            for n in iter_nodes(pending.pop()):
-                t = type(n)
-                if t is AttrRef:
-                    todo.append(n.lname)  # type: ignore[attr-defined]
-                elif t is Call:
-                    fn = n.lname  # type: ignore[attr-defined]
-                    if fn in unsteady or fn not in FUNCTIONS:
-                        return False
-                elif t is Literal and isinstance(n.value, ClassAd):  # type: ignore[attr-defined]
-                    return False
-    return True
+    if figures is None:
+        return _closure(names, nodes, ads, _UNSTEADY, CLOCK_NAMES) is not None
+    return _closure(names, nodes, ads, _READS_ADS, figures) is not None
 
 
 # The figures that are the machine's (each slot's share of the load, the totals, the draining expectations):
@@ -114,37 +153,8 @@ def closure_reads(names: Iterable[str], nodes: Iterable[Node], ads: tuple[ClassA
     """The attributes of ``among`` (lower case) that the expressions ``nodes`` and the attributes ``names``
     refer to, with every attribute those refer to in any of ``ads``; None when that cannot be read off the
     trees (a nested ad, names chosen at run time, an unknown function, a closure too large)."""
-    seen: set[str] = set()
-    found: set[str] = set()
-    todo = list(names)
-    pending = list(nodes)
-    while todo or pending:
-        while todo:
-            name = todo.pop()
-            if name in seen:
-                continue
-            if len(seen) >= _CLOSURE_LIMIT:
-                return None
-            seen.add(name)
-            if name in among:
-                found.add(name)
-            for ad in ads:
-                node = ad._attrs.get(name)
-                if node is not None and type(node) is not Literal:
-                    pending.append(node)
-                elif node is not None and isinstance(node.value, ClassAd):
-                    return None
-        while pending:
-            for n in iter_nodes(pending.pop()):
-                t = type(n)
-                if t is AttrRef:
-                    todo.append(n.lname)  # type: ignore[attr-defined]
-                elif t is Call:
-                    if n.lname in _READS_ADS or n.lname not in FUNCTIONS:  # type: ignore[attr-defined]
-                        return None
-                elif t is Literal and isinstance(n.value, ClassAd):  # type: ignore[attr-defined]
-                    return None
-    return frozenset(found)
+    seen = _closure(names, nodes, ads, _READS_ADS, frozenset())
+    return None if seen is None else frozenset(seen & among)
 
 
 # Claim::publishStateTimes: each clock and which of the claim's totals it is (Claim.totals' order)
