@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..classad import ClassAd
-from ..classad.ast import AttrRef, Call, Literal, Node, iter_nodes
+from ..classad.ast import Literal, Node
 from .events import (
     ActivateClaim,
     ContinueClaim,
@@ -48,7 +48,7 @@ from .events import (
     Vacate,
 )
 from .deferred import DeferredFigures
-from .horizon import _READS_ADS, CLOCK_NAMES, INF, MACHINE_FIGURES, clock_free  # noqa: F401  (clock_free: read by the tests)
+from .horizon import _PLAIN, _READS_ADS, CLOCK_NAMES, INF, MACHINE_FIGURES, clock_free, node_refs  # noqa: F401  (clock_free: read by the tests)
 from .resource import Slot
 from .slotad import CLAIM_ATTRS, CLIENT_ATTRS
 
@@ -241,17 +241,14 @@ class QuietPasses(DeferredFigures):
         free = True
         for node in ad._attrs.values():
             if type(node) is Literal:
-                if isinstance(node.value, ClassAd):
-                    free = False
-                continue
-            for n in iter_nodes(node):
-                t = type(n)
-                if (t is AttrRef and n.lname in MACHINE_FIGURES) or (  # type: ignore[attr-defined]
-                        t is Call and n.lname in _READS_ADS) or (  # type: ignore[attr-defined]
-                        t is Literal and isinstance(n.value, ClassAd)):  # type: ignore[attr-defined]
+                v = node.value
+                if type(v) not in _PLAIN and isinstance(v, ClassAd):
                     free = False
                     break
-            if not free:
+                continue
+            refs, calls, nested = node_refs(node)
+            if nested or not refs.isdisjoint(MACHINE_FIGURES) or not calls.isdisjoint(_READS_ADS):
+                free = False
                 break
         if len(memo) > 8 * len(self.slots) + 256:
             memo.clear()  # slots that are gone
