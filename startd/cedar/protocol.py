@@ -41,7 +41,7 @@ from .commands import (COMMANDS, DC_AUTHENTICATE, DC_NOP, DC_SEC_QUERY, CedarCom
 from .ecdh import KeyExchange
 from .framing import CedarError, Channel
 from .idtokens import TokenAuthority, authenticate
-from .policy import CRYPTO_METHOD, ServerPolicy, feature, reconcile
+from .policy import CRYPTO_METHOD, ServerPolicy, _int, _string, feature, reconcile
 from .query import AdQuery
 from .sessions import SessionCache
 
@@ -90,18 +90,6 @@ class Peer:
 
     def __str__(self) -> str:
         return f"<{self.ip}:{self.port}>" if ":" not in self.ip else f"<[{self.ip}]:{self.port}>"
-
-
-def _string(ad: ClassAd, name: str) -> str:
-    expr = ad.lookup(name)
-    value = expr.evaluate(ad) if expr is not None else None
-    return value if isinstance(value, str) else ""
-
-
-def _int(ad: ClassAd, name: str) -> int | None:
-    expr = ad.lookup(name)
-    value = expr.evaluate(ad) if expr is not None else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _bool(ad: ClassAd, name: str, default: bool) -> bool:
