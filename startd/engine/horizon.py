@@ -68,7 +68,7 @@ _IDLE_STATES = frozenset({State.OWNER, State.UNCLAIMED})
 # What each tree refers to (see node_refs): trees are not changed once built, so what one refers to is
 # read off it once; the tree is kept with it, so an id is never taken for another tree's
 _REFS: dict[int, tuple[Node, frozenset[str], frozenset[str], bool]] = {}
-_REFS_MAX = 50_000
+_REFS_MAX = 2048  # (the trees are kept alive with it: a bound on what it holds)
 _PLAIN = frozenset({int, float, str, bool})  # literal values that are surely no ad (isinstance is slow)
 
 
