@@ -120,7 +120,7 @@ class Figures(Draining):
         v = loads.condor_load.get(s.spec.name, 0.0)
         self._write_condor_load(s, v)
         ki, ci = self._idle_of(s, loads.keyboard, loads.console, loads.maxidle)
-        self._write_tuple(s, (round(s.owner_load + v, 4), loads.total, loads.condor, int(ki), int(ci),
+        self._write_tuple(s, (*self._load_share(s, loads), int(ki), int(ci),
                               loads.clock_min, loads.clock_day))
         if s.claim is not None and s.state in _CLAIMED:
             self._publish_claim(s)
