@@ -51,17 +51,6 @@ RESTART_MAX_DELAY = 10.0
 _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 
 
-def publish_allowed(topic: str, username: str | None) -> bool:
-    """The identity rule for ``{root}/startd/{M}/command[/U]`` topics (other topics are always allowed)."""
-    parts = topic.split("/")
-    # the root may itself contain slashes: look for .../startd/M/command[/U] at the end
-    if len(parts) >= 4 and parts[-3] == "startd" and parts[-1] == "command":
-        return True  # the bare topic carries no claim of identity: its commands count as anonymous
-    if len(parts) >= 5 and parts[-4] == "startd" and parts[-2] == "command":
-        return bool(username) and parts[-1] == username
-    return True
-
-
 def _listen(port: int, fallback_to_free_port: bool) -> socket.socket:
     """The broker's listening socket on 127.0.0.1: ``port``, or a free one when it is taken and allowed."""
     def bound(p: int) -> socket.socket:

@@ -1,6 +1,6 @@
-"""The embedded broker's plugin that enforces the identity rule of command topics
-(:func:`startd.transport.broker.publish_allowed`); in a module of its own so that amqtt is imported only
-when an embedded broker starts."""
+"""The embedded broker's plugin that enforces the identity rule of command topics (:func:`publish_allowed`);
+loaded by the broker's own process (:mod:`startd.transport.broker_process`), so the daemon never imports
+amqtt. It imports nothing of startd's: the broker process stays small."""
 
 from __future__ import annotations
 
@@ -10,7 +10,16 @@ from amqtt.contexts import Action, BaseContext
 from amqtt.plugins.base import BaseTopicPlugin
 from amqtt.session import Session
 
-from .broker import publish_allowed
+
+def publish_allowed(topic: str, username: str | None) -> bool:
+    """The identity rule for ``{root}/startd/{M}/command[/U]`` topics (other topics are always allowed)."""
+    parts = topic.split("/")
+    # the root may itself contain slashes: look for .../startd/M/command[/U] at the end
+    if len(parts) >= 4 and parts[-3] == "startd" and parts[-1] == "command":
+        return True  # the bare topic carries no claim of identity: its commands count as anonymous
+    if len(parts) >= 5 and parts[-4] == "startd" and parts[-2] == "command":
+        return bool(username) and parts[-1] == username
+    return True
 
 
 class CommandIdentityPlugin(BaseTopicPlugin):

@@ -20,7 +20,8 @@ from paho.mqtt.properties import Properties
 
 from startd.classad import from_json
 from startd.transport.broker_users import AuthorizationPolicy
-from startd.transport.broker import EmbeddedBroker, publish_allowed
+from startd.transport.broker import EmbeddedBroker
+from startd.transport.broker_plugin import publish_allowed
 from startd.transport.client import BrokerSession, StartdConnection
 from startd.transport.settings import MqttSettings, Topics
 from transport_fakes import FakeStartd, slot_ad
