@@ -49,6 +49,8 @@ LISTENER = "default"
 SHUTDOWN_TIMEOUT = 1.0
 #: at most one report of refused packets a second (a client that keeps trying is not a flood of lines)
 REPORT_EVERY = 1.0
+#: how often the broker hands the memory its bursts freed back to the system (glibc's malloc_trim)
+TRIM_EVERY = 5.0
 #: retained payloads smaller than this are kept as they are: compressing them saves nothing
 COMPRESS_FROM = 256
 
@@ -228,6 +230,27 @@ class _Retained(dict):  # type: ignore[type-arg]
         super().__setitem__(topic, message)
 
 
+class _Broadcast(dict):  # type: ignore[type-arg]
+    """One message amqtt hands its broadcast loop. The loop logs each one with an f-string made whether or
+    not debug logging is on: with a plain dict that wrote out the whole payload, several megabytes for a
+    whole-machine answer, each time."""
+
+    def __repr__(self) -> str:
+        data = self.get("data")
+        return f"<message on {self.get('topic')!r}, {len(data) if data is not None else 0} bytes>"
+
+
+class StartdBroker(Broker):
+    """amqtt's broker, its broadcast messages summarised rather than written out in its logs."""
+
+    async def _broadcast_message(self, session: Any, topic: str | None, data: bytes | bytearray | None,
+                                 force_qos: int | None = None) -> None:
+        broadcast = _Broadcast(session=session, topic=topic, data=data)
+        if force_qos is not None:
+            broadcast["qos"] = force_qos
+        await self._broadcast_queue.put(broadcast)  # type: ignore[arg-type]
+
+
 def _config(settings: Settings) -> dict[str, Any]:
     auth: dict[str, Any]
     if settings.password_file:
@@ -241,6 +264,22 @@ def _config(settings: Settings) -> dict[str, Any]:
     }
 
 
+async def _trim_memory() -> None:
+    """Every :data:`TRIM_EVERY`, give back what the allocator holds free. A burst (every ad published at
+    start-up, a whole-machine answer of megabytes) leaves the C allocator's heap full of holes that it
+    keeps for the process; glibc's ``malloc_trim`` returns their pages. Without glibc, nothing to do."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return
+    while True:
+        await asyncio.sleep(TRIM_EVERY)
+        trim(0)
+
+
 async def _stdin_closed() -> None:
     """Until the daemon closes our standard input (or dies)."""
     loop = asyncio.get_running_loop()
@@ -252,7 +291,7 @@ async def _stdin_closed() -> None:
 
 async def serve(settings: Settings) -> None:
     """Run the broker on the inherited socket until standard input closes."""
-    broker = Broker(_config(settings))
+    broker = StartdBroker(_config(settings))
     broker._subscriptions = _Subscriptions(broker._subscriptions)
     broker._retained_messages = _Retained(broker._retained_messages)
     await broker.start()
@@ -277,9 +316,11 @@ async def serve(settings: Settings) -> None:
 
     server = await asyncio.start_server(connected, sock=listening)
     say("ready", pid=os.getpid())
+    trimming = asyncio.create_task(_trim_memory())
     try:
         await _stdin_closed()
     finally:
+        trimming.cancel()
         server.close()
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(broker.shutdown(), SHUTDOWN_TIMEOUT)
