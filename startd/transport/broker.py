@@ -39,8 +39,9 @@ log = structlog.get_logger("startd.transport")
 DEFAULT_PORT = 1883
 HOST = "127.0.0.1"
 #: what an MQTT packet carries around a command's payload: the fixed header (at most 5 bytes), the topic
-#: (at most 65,535 bytes and its length), the packet identifier and MQTT 5 properties
-ENVELOPE_BYTES = 64 * 1024
+#: (at most 65,535 bytes and its length), the packet identifier, and 4 KiB for MQTT 5 properties (a
+#: response topic and correlation data)
+ENVELOPE_BYTES = 64 * 1024 + 4096
 #: the packet limit with the default STARTD_MAX_COMMAND_BYTES (1 MiB): Mosquitto's ``max_packet_size``
 DEFAULT_MAX_PACKET_BYTES = (1 << 20) + ENVELOPE_BYTES
 #: a broker process that lived this long before it died is started again at once; one that died sooner
