@@ -108,13 +108,15 @@ def test_an_orphaned_grandchild_is_reaped(containers: Containers) -> None:
 
 def test_reconfig_reads_a_mounted_configuration_again(containers: Containers, tmp_path: Path) -> None:
     cfg = tmp_path / "startd.config"
-    cfg.write_text("NUM_CPUS = 2\nSTART = True\n")
+    # a reconfig evaluates nothing (main_config): an Unclaimed slot reads the new IS_OWNER at the next
+    # UPDATE_INTERVAL evaluation
+    cfg.write_text("NUM_CPUS = 2\nSTART = True\nUPDATE_INTERVAL = 2\n")
     os.chmod(tmp_path, 0o755)
     os.chmod(cfg, 0o644)
     c = containers.run("reconfig", "-v", f"{tmp_path}:/etc/startd:ro", "-e", "CONDOR_CONFIG=/etc/startd/startd.config")
     wait_until(lambda: serving(c), 60, "the daemon to serve")
     assert "Unclaimed" in sh(c, "startd", "status").stdout
-    cfg.write_text("NUM_CPUS = 2\nSTART = True\nIS_OWNER = True\n")
+    cfg.write_text("NUM_CPUS = 2\nSTART = True\nUPDATE_INTERVAL = 2\nIS_OWNER = True\n")
     assert sh(c, "startd", "reconfig").returncode == 0
     wait_until(lambda: re.search(r"^slot1@reconfig\s+\S+\s+\S+\s+Owner", sh(c, "startd", "status").stdout, re.M)
                is not None, 30, "the slot to go to Owner")
