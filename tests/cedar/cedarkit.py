@@ -244,3 +244,21 @@ class Relay:
             sock.close()
         for t in self._threads:
             t.join(2)
+
+
+def startd_prelude(addr: str, name: str) -> str:
+    """The wheel-side script's start: the daemon's location ad (``ad``, for Startd), a ``generic`` one for
+    send_command (htcondor2.send_command maps MyType through AdType.from_MyType, which gives "Machine" to
+    AdType.Slot, a type it has no daemon for), ``startd``, and ``attempt`` returning ["ok", value] or
+    ["error", message]."""
+    return f"""
+addr = {addr!r}
+ad = classad2.ClassAd({{"MyAddress": addr, "MyType": "Machine", "Name": {name!r}}})
+generic = classad2.ClassAd({{"MyAddress": addr, "MyType": "Generic", "Name": {name!r}}})
+startd = htcondor2.Startd(ad)
+def attempt(f, *args, **kw):
+    try:
+        return ["ok", f(*args, **kw)]
+    except Exception as e:
+        return ["error", str(e)]
+"""

@@ -12,7 +12,7 @@ import time
 
 import pytest
 import structlog
-from cedarkit import ISSUER, POOL_KEY, QUERY, Client, FakeBackend, token, write_token
+from cedarkit import ISSUER, POOL_KEY, QUERY, Client, FakeBackend, startd_prelude, token, write_token
 
 from startd.cedar import Outcome
 from startd.cedar.classad_wire import get_classad, put_classad
@@ -20,19 +20,6 @@ from startd.cedar.codec import Decoder, Encoder
 from startd.classad import ClassAd
 from startd.security.tokens import mint
 
-STARTD = """
-addr = {addr!r}
-ad = classad2.ClassAd({{"MyAddress": addr, "MyType": "Machine", "Name": "host.test"}})
-# htcondor2.send_command maps MyType through AdType.from_MyType, which gives "Machine" to AdType.Slot, a type
-# it has no daemon for: a location ad for send_command names a type it does map
-generic = classad2.ClassAd({{"MyAddress": addr, "MyType": "Generic", "Name": "host.test"}})
-startd = htcondor2.Startd(ad)
-def attempt(f, *args, **kw):
-    try:
-        return ["ok", f(*args, **kw)]
-    except Exception as e:
-        return ["error", str(e)]
-"""
 
 
 def test_drain_and_cancel_with_a_token(cedar_server, client: Client) -> None:
@@ -41,7 +28,7 @@ def test_drain_and_cancel_with_a_token(cedar_server, client: Client) -> None:
     cancel_drain; the reply's RequestID is what drainJobs returns (command_drain_jobs)."""
     server = cedar_server()
     write_token(client.tokens, token("condor@cedar.test"))
-    out = client.run(STARTD.format(addr=server.address) + """
+    out = client.run(startd_prelude(name='host.test', addr=server.address) + """
 rid = startd.drainJobs(htcondor2.DrainType.Fast, htcondor2.CompletionType.Resume, check_expr="Cpus >= 1",
                        start_expr="false", reason="defrag")
 startd.cancelDrainJobs(rid)
@@ -66,7 +53,7 @@ def test_drain_speed_follows_how_fast(cedar_server, client: Client, how_fast: in
     (DCStartd::drainJobs gives "by <user>" as the reason when the caller gives none.)"""
     server = cedar_server()
     write_token(client.tokens, token())
-    client.run(STARTD.format(addr=server.address) + f"result = startd.drainJobs({how_fast})")
+    client.run(startd_prelude(name='host.test', addr=server.address) + f"result = startd.drainJobs({how_fast})")
     [(command, _)] = server.backend.commands
     assert command == {"command": "drain", "how": how, "on_completion": "nothing", "reason": f"by {getpass.getuser()}"}
 
@@ -77,7 +64,7 @@ def test_drain_refused_without_a_token(cedar_server, client: Client) -> None:
     daemon is never asked."""
     server = cedar_server()
     with structlog.testing.capture_logs() as logs:
-        out = client.run(STARTD.format(addr=server.address) + "result = attempt(startd.drainJobs)")
+        out = client.run(startd_prelude(name='host.test', addr=server.address) + "result = attempt(startd.drainJobs)")
     assert out[0] == "error"
     assert server.backend.commands == []
     [refusal] = [e for e in logs if e["event"] == "command refused"]
@@ -92,7 +79,7 @@ def test_drain_refused_with_a_token_signed_by_another_key(cedar_server, client: 
     server = cedar_server()
     write_token(client.tokens, token(key=bytes(32)))
     with structlog.testing.capture_logs() as logs:
-        out = client.run(STARTD.format(addr=server.address) + "result = attempt(startd.drainJobs)")
+        out = client.run(startd_prelude(name='host.test', addr=server.address) + "result = attempt(startd.drainJobs)")
     assert out[0] == "error"
     assert server.backend.commands == []
     [refusal] = [e for e in logs if e["event"] == "command refused"]
@@ -106,7 +93,7 @@ def test_expired_token_refused(cedar_server, client: Client) -> None:
     write_token(client.tokens, mint(POOL_KEY, identity="condor@cedar.test", issuer=ISSUER, lifetime=60,
                                     now=time.time() - 3600))
     with structlog.testing.capture_logs() as logs:
-        out = client.run(STARTD.format(addr=server.address) + "result = attempt(startd.drainJobs)")
+        out = client.run(startd_prelude(name='host.test', addr=server.address) + "result = attempt(startd.drainJobs)")
     assert out[0] == "error" and server.backend.commands == []
     assert any("token expired" in e["reason"] for e in logs if e["event"] == "command refused")
 
@@ -117,7 +104,7 @@ def test_a_token_limited_to_read_may_query_but_not_drain(cedar_server, client: C
     server = cedar_server()
     write_token(client.tokens, token("alice@cedar.test", authz=("READ",)))
     with structlog.testing.capture_logs() as logs:
-        out = client.run(STARTD.format(addr=server.address) + QUERY + """
+        out = client.run(startd_prelude(name='host.test', addr=server.address) + QUERY + """
 result = [attempt(startd.drainJobs), len(query(addr))]
 """)
     assert out[0][0] == "error" and out[1] == 3
@@ -133,7 +120,7 @@ def test_deny_administrator_refuses_the_token_holder(cedar_server, client: Clien
                           "ALLOW_READ = *\nSEC_DEFAULT_AUTHENTICATION = REQUIRED\nSEC_READ_AUTHENTICATION = OPTIONAL\n")
     write_token(client.tokens, token("mallory@cedar.test"))
     with structlog.testing.capture_logs() as logs:
-        out = client.run(STARTD.format(addr=server.address) + "result = attempt(startd.drainJobs)")
+        out = client.run(startd_prelude(name='host.test', addr=server.address) + "result = attempt(startd.drainJobs)")
     assert out[0] == "error" and server.backend.commands == []
     [refusal] = [e for e in logs if e["event"] == "command refused"]
     assert refusal["identity"] == "mallory@cedar.test" and "DENY_ADMINISTRATOR" in refusal["reason"]
@@ -144,7 +131,7 @@ def test_reconfig_off_and_vacate(cedar_server, client: Client) -> None:
     (handle_reconfig, handle_off_graceful/fast/peaceful/force, command_vacate_all, command_name_handler)."""
     server = cedar_server()
     write_token(client.tokens, token())
-    client.run(STARTD.format(addr=server.address) + """
+    client.run(startd_prelude(name='host.test', addr=server.address) + """
 D = htcondor2.DaemonCommand
 for dc in (D.Reconfig, D.OffGraceful, D.OffFast, D.OffPeaceful, D.OffForce):
     htcondor2.send_command(generic, dc)
@@ -169,7 +156,7 @@ def test_an_administrator_session_serves_queries_too(cedar_server, client: Clien
     READ commands, so a query after a drain resumes that session."""
     server = cedar_server()
     write_token(client.tokens, token())
-    out = client.run(STARTD.format(addr=server.address) + QUERY + """
+    out = client.run(startd_prelude(name='host.test', addr=server.address) + QUERY + """
 startd.drainJobs()
 result = len(query(addr))
 """)
@@ -184,7 +171,7 @@ def test_the_server_refuses_a_downgrade_the_client_would_accept(cedar_server, cl
     server = cedar_server("SEC_ADMINISTRATOR_ENCRYPTION = REQUIRED\n")
     write_token(client.tokens, token())
     with structlog.testing.capture_logs() as logs:
-        out = client.run(STARTD.format(addr=server.address) + "result = attempt(startd.drainJobs)",
+        out = client.run(startd_prelude(name='host.test', addr=server.address) + "result = attempt(startd.drainJobs)",
                          SEC_CLIENT_ENCRYPTION="NEVER")
     assert out[0] == "error" and server.backend.commands == []
     [refusal] = [e for e in logs if e["event"] == "command refused"]

@@ -19,23 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cedarkit import QUERY, Client, Relay
+from cedarkit import QUERY, Client, Relay, startd_prelude
 from daemonkit import DaemonProcess, cli, events, request, wait_for, write_config
 
 from startd import config
 from startd.security.keys import ensure_signing_key, signing_key_path
 
-STARTD = """
-addr = {addr!r}
-ad = classad2.ClassAd({{"MyAddress": addr, "MyType": "Machine", "Name": "m1"}})
-generic = classad2.ClassAd({{"MyAddress": addr, "MyType": "Generic", "Name": "m1"}})
-startd = htcondor2.Startd(ad)
-def attempt(f, *args, **kw):
-    try:
-        return ["ok", f(*args, **kw)]
-    except Exception as e:
-        return ["error", str(e)]
-"""
 SINFUL = re.compile(r"<127\.0\.0\.1:(\d+)\?addrs=127\.0\.0\.1-(\d+)&noUDP>")
 
 
@@ -142,12 +131,12 @@ async def test_drain_and_cancel_as_mqtt_does_them(daemon_process, tmp_path: Path
     addr = await _address(url, topic_root)
     await _token(d, tmp_path, client)
     async with events(url, topic_root, "m1") as rec:
-        rid = await asyncio.to_thread(client.run, STARTD.format(addr=addr) + "result = startd.drainJobs(reason='cedar')")
+        rid = await asyncio.to_thread(client.run, startd_prelude(name='m1', addr=addr) + "result = startd.drainJobs(reason='cedar')")
         await rec.next(_to("Drained/Idle"))
         ads = await _ads(url, topic_root, "Draining", "DrainReason", "DrainingRequestId")
         assert all(a["Draining"] is True and a["DrainReason"] == "cedar" and a["DrainingRequestId"] == rid
                    for a in ads)
-        await asyncio.to_thread(client.run, STARTD.format(addr=addr) + f"startd.cancelDrainJobs({rid!r})")
+        await asyncio.to_thread(client.run, startd_prelude(name='m1', addr=addr) + f"startd.cancelDrainJobs({rid!r})")
         await rec.next(_out_of_drained)
         await rec.next(_to("Unclaimed/Idle"))
         cedar_events = _transitions(rec.events)
@@ -172,7 +161,7 @@ async def test_a_second_drain_is_refused_on_both_wires(daemon_process, tmp_path:
     addr = await _address(url, topic_root)
     await _token(d, tmp_path, client)
     assert (await request(url, topic_root, "m1", {"command": "drain"}))["ok"]
-    out = await asyncio.to_thread(client.run, STARTD.format(addr=addr) + "result = attempt(startd.drainJobs)")
+    out = await asyncio.to_thread(client.run, startd_prelude(name='m1', addr=addr) + "result = attempt(startd.drainJobs)")
     assert out[0] == "error"
     again = await request(url, topic_root, "m1", {"command": "drain"})
     assert not again["ok"] and "already in progress" in again["error"]
@@ -184,7 +173,7 @@ async def test_drains_without_a_token_or_with_another_keys_are_refused(daemon_pr
     logged with the identity, the level and the knob; the slots never drain."""
     d, url = await _start(daemon_process, tmp_path, topic_root)
     addr = await _address(url, topic_root)
-    out = await asyncio.to_thread(client.run, STARTD.format(addr=addr) + "result = attempt(startd.drainJobs)")
+    out = await asyncio.to_thread(client.run, startd_prelude(name='m1', addr=addr) + "result = attempt(startd.drainJobs)")
     assert out[0] == "error"
     other = tmp_path / "other"
     other.mkdir()
@@ -194,7 +183,7 @@ async def test_drains_without_a_token_or_with_another_keys_are_refused(daemon_pr
                              "-file", str(client.tokens / "other"))
     assert code == 0, err
     (client.tokens / "other").chmod(0o600)
-    out = await asyncio.to_thread(client.run, STARTD.format(addr=addr) + "result = attempt(startd.drainJobs)")
+    out = await asyncio.to_thread(client.run, startd_prelude(name='m1', addr=addr) + "result = attempt(startd.drainJobs)")
     assert out[0] == "error"
     assert all(a.get("Draining") is not True for a in await _ads(url, topic_root, "Draining"))
     refusals = _log(d, "command refused")
@@ -232,7 +221,7 @@ async def test_a_token_made_as_condor_token_create_makes_it_drains(daemon_proces
     path = client.tokens / "htcondor"
     path.write_text(_htcondor_token(pool, "condor@recipe.test", issuer) + "\n")
     path.chmod(0o600)
-    out = await asyncio.to_thread(client.run, STARTD.format(addr=addr) + "result = attempt(startd.drainJobs)",)
+    out = await asyncio.to_thread(client.run, startd_prelude(name='m1', addr=addr) + "result = attempt(startd.drainJobs)",)
     assert out[0] == "ok", out
     assert any(e["by"] == "condor@recipe.test" for e in _log(d, "administrative command"))
 
@@ -243,7 +232,7 @@ async def test_reconfig_vacate_and_off(daemon_process, tmp_path: Path, topic_roo
     d, url = await _start(daemon_process, tmp_path, topic_root)
     addr = await _address(url, topic_root)
     await _token(d, tmp_path, client)
-    await asyncio.to_thread(client.run, STARTD.format(addr=addr) + """
+    await asyncio.to_thread(client.run, startd_prelude(name='m1', addr=addr) + """
 htcondor2.send_command(generic, htcondor2.DaemonCommand.Reconfig)
 startd.vacate()
 startd.vacateSlot("slot1@m1")
@@ -252,7 +241,7 @@ startd.vacateSlot("slot1@m1")
                    "the reconfig")
     vacates = [e for e in _log(d, "administrative command") if e["command"] == "vacate"]
     assert len(vacates) == 2 and all(e["by"] == "condor@m1" for e in vacates)
-    await asyncio.to_thread(client.run, STARTD.format(addr=addr) +
+    await asyncio.to_thread(client.run, startd_prelude(name='m1', addr=addr) +
                             "htcondor2.send_command(generic, htcondor2.DaemonCommand.OffGraceful)")
     assert await d.wait(30) == 0
     assert [e for e in _log(d, "shutdown requested") if e.get("by") == "condor@m1"]
