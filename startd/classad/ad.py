@@ -133,6 +133,10 @@ _LITERAL_TYPES = frozenset((bool, int, float, str, AbsTime, RelTime, type(UNDEFI
 # input (a job ad of a million distinct names) cannot grow them: past the bound, nothing more is shared.
 _SHARE_MAX = 16384
 _SPELLINGS: dict[str, tuple[str, str]] = {}  # name -> (the shared spelling, its lower case)
+# lower-case name -> the spelling every ad shares (the first seen). An ad's ``_names`` holds only the
+# spellings that differ from it: the 2048 slot ads of a large machine, a hundred and more attributes each,
+# would otherwise each keep a table of them all.
+_CANON: dict[str, str] = {}
 _BOOL_NODES = {True: Literal(True), False: Literal(False)}
 _INT_NODES: dict[int, Literal] = {}
 _STR_NODES: dict[str, Literal] = {}
@@ -146,6 +150,21 @@ def _spelling(name: str) -> tuple[str, str]:
         if len(_SPELLINGS) < _SHARE_MAX:
             _SPELLINGS[name] = got
     return got
+
+
+def _shared_spelling(name: str, lname: str) -> bool:
+    """True when ``name`` is the spelling of ``lname`` that ads share (it becomes it when there is none yet)."""
+    canon = _CANON.get(lname)
+    if canon is None:
+        if len(_CANON) >= _SHARE_MAX:
+            return False
+        _CANON[lname] = canon = name
+    return canon == name
+
+
+def own_spellings(names: Mapping[str, str]) -> dict[str, str]:
+    """The part of a table of spellings (lower-case name -> name) that an ad keeps: those not shared."""
+    return {lname: name for lname, name in names.items() if not _shared_spelling(name, lname)}
 
 
 def _literal(value: Any) -> Literal:
@@ -182,7 +201,7 @@ class ClassAd(MutableMapping[str, Expr]):
         if isinstance(init, str):
             parsed = parse_ad(init)
             self._attrs = dict(parsed._attrs)
-            self._names = dict(parsed._names)
+            self._names = dict(parsed._names)  # (already only the spellings not shared)
         elif init is not None:
             for k, v in init.items():
                 self[k] = v
@@ -226,9 +245,9 @@ class ClassAd(MutableMapping[str, Expr]):
                 self._gen += 1
                 if old is not None and type(old) is not Literal:
                     self._xgen += 1  # an expression replaced
-            elif self._names[lname] == name:
+            elif (self._names.get(lname) or _CANON.get(lname)) == name:
                 return  # the same value under the same spelling: nothing changed
-            self._names[lname] = name
+            self._spell(name, lname)
             self._gen += 1
             return
         if not isinstance(name, str) or not name:
@@ -239,7 +258,7 @@ class ClassAd(MutableMapping[str, Expr]):
             node.value._parent = self
         name, lname = _spelling(name)
         self._attrs[lname] = node
-        self._names[lname] = name
+        self._spell(name, lname)
         self._gen += 1
         self._xgen += 1
 
@@ -251,11 +270,29 @@ class ClassAd(MutableMapping[str, Expr]):
         if type(self._attrs[lname]) is not Literal:
             self._xgen += 1
         del self._attrs[lname]
-        del self._names[lname]
+        self._names.pop(lname, None)
         self._gen += 1
 
+    def _spell(self, name: str, lname: str) -> None:
+        """Record ``name`` as the spelling of ``lname`` (kept only when it is not the shared one)."""
+        if _shared_spelling(name, lname):
+            if lname in self._names:
+                del self._names[lname]
+        else:
+            self._names[lname] = name
+
+    def spelled(self, lname: str) -> str:
+        """The spelling of the attribute whose lower-case name is ``lname`` (one this ad has)."""
+        return self._names.get(lname) or _CANON[lname]
+
+    def spelled_items(self) -> list[tuple[str, Node]]:
+        """(name as spelt, expression tree) of every attribute, in order."""
+        own, canon = self._names, _CANON
+        return [(own.get(k) or canon[k], n) for k, n in self._attrs.items()]
+
     def __iter__(self) -> Iterator[str]:
-        return iter(list(self._names.values()))
+        own, canon = self._names, _CANON
+        return iter([own.get(k) or canon[k] for k in self._attrs])
 
     def __len__(self) -> int:
         return len(self._attrs)
@@ -288,7 +325,8 @@ class ClassAd(MutableMapping[str, Expr]):
 
     def name_of(self, name: str) -> str:
         """The attribute name as it was spelt when set."""
-        return self._names.get(name.lower(), name)
+        lname = name.lower()
+        return self.spelled(lname) if lname in self._attrs else name
 
     def evaluate(
         self,
@@ -347,7 +385,12 @@ class ClassAd(MutableMapping[str, Expr]):
         if isinstance(other, ClassAd):
             self._own()
             self._attrs.update(other._attrs)
-            self._names.update(other._names)
+            for lname in other._attrs:
+                spelling = other._names.get(lname)
+                if spelling is not None:
+                    self._names[lname] = spelling
+                elif lname in self._names:
+                    del self._names[lname]  # the other's is the shared one
             self._gen += 1
             self._xgen += 1
         else:
@@ -401,10 +444,11 @@ def parse_ad(text: str | bytes, *, source: str = "") -> ClassAd:
         ad = ClassAd()
         for name, expr in node.attrs:
             ad._attrs[name.lower()] = expr
-            ad._names[name.lower()] = name
+            ad._spell(name, name.lower())
         return ad
     ad = ClassAd()
-    ad._attrs, ad._names = old_ad_attrs(text, source)
+    ad._attrs, names = old_ad_attrs(text, source)
+    ad._names = own_spellings(names)
     return ad
 
 
@@ -426,7 +470,7 @@ def parse_ads(text: str | bytes, *, source: str = "") -> list[ClassAd]:
             ad = ClassAd()
             for name, expr in node.attrs:
                 ad._attrs[name.lower()] = expr
-                ad._names[name.lower()] = name
+                ad._spell(name, name.lower())
             ads.append(ad)
         return ads
     ads = []
@@ -437,7 +481,8 @@ def parse_ads(text: str | bytes, *, source: str = "") -> list[ClassAd]:
         if line.strip() == "":
             if any(b.strip() and not b.strip().startswith("#") for b in block):
                 ad = ClassAd()
-                ad._attrs, ad._names = old_ad_attrs("\n".join(block), source, start)
+                ad._attrs, names = old_ad_attrs("\n".join(block), source, start)
+                ad._names = own_spellings(names)
                 ads.append(ad)
             block = []
             start = i + 1

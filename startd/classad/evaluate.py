@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, cast
 
-from .ad import ClassAd, install_evaluator
+from .ad import ClassAd, install_evaluator, own_spellings
 from .ast import (
     AttrRef, BinaryOp, Call, Conditional, ListExpr, Literal, Node, Paren, RecordExpr, Subscript, UnaryOp,
     install_compiler,
@@ -426,7 +426,7 @@ def _compile_attr(node: AttrRef) -> Closure:
 
 def _compile_record(node: RecordExpr) -> Closure:
     attrs = {name.lower(): expr for name, expr in node.attrs}
-    names = {name.lower(): name for name, _ in node.attrs}
+    names = own_spellings({name.lower(): name for name, _ in node.attrs})
 
     def record(st: EvalState) -> Value:
         return ClassAd._make(attrs, names, st.scope)

@@ -109,7 +109,7 @@ def value_text(v: Value) -> str:
         return 'relTime("%s")' % reltime_text(v)
     # A record holds expressions: HTCondor writes its attributes on one line in the order of its
     # attribute table (the case-blind name hash), an empty record as "[  ]".
-    attrs = sorted(((v._names[k], n) for k, n in v._attrs.items()), key=lambda kv: name_hash(kv[0]))
+    attrs = sorted(v.spelled_items(), key=lambda kv: name_hash(kv[0]))
     if not attrs:
         return "[  ]"
     return "[ " + "; ".join(f"{quote_name(name)} = {unparse_node(n)}" for name, n in attrs) + " ]"

@@ -11,7 +11,7 @@ import math
 import re
 from typing import Any, cast
 
-from .ad import ClassAd, Expr, _literal, _spelling, parse_expr
+from .ad import ClassAd, Expr, _literal, _spelling, own_spellings, parse_expr
 from .ast import ListExpr, Literal, Node, RecordExpr
 from .parser import ClassAdSyntaxError
 from .unparse import unparse_node
@@ -69,7 +69,7 @@ def node_json_is_stable(node: Node) -> bool:
 
 def ad_to_obj(ad: ClassAd) -> dict[str, Any]:
     """The JSON object (as Python data) of an ad; expression strings are ``/Expr(...)/``."""
-    return {ad._names[k]: _node_to_json(n) for k, n in ad._attrs.items()}
+    return {name: _node_to_json(n) for name, n in ad.spelled_items()}
 
 
 def value_to_json_obj(v: Any) -> Any:
@@ -127,7 +127,7 @@ def obj_to_ad(obj: dict[str, Any]) -> ClassAd:
 
 def _adopt(attrs: dict[str, Node], names: dict[str, str]) -> ClassAd:
     """An ad owning ``attrs`` and ``names`` (made for it alone, so no copy is needed)."""
-    ad = ClassAd._make(attrs, names, None)
+    ad = ClassAd._make(attrs, own_spellings(names), None)
     ad._shared = False
     ad._gen = len(attrs)
     return ad

@@ -132,7 +132,7 @@ def format_value(v: Any, old: bool = False) -> str:
     if t is RelTime:
         return _reltime_text(v)
     if isinstance(v, ClassAd):
-        return _record_text([(v._names[k], n) for k, n in v._attrs.items()], old)
+        return _record_text(v.spelled_items(), old)
     return str(v)
 
 
@@ -323,12 +323,12 @@ def unparse(e: Any) -> str:
 
 def unparse_ad(ad: Any) -> str:
     """A ClassAd in new syntax on one line: ``[ a = 1; b = "x" ]``."""
-    return _record_text([(ad._names[k], n) for k, n in ad._attrs.items()], False)
+    return _record_text(ad.spelled_items(), False)
 
 
 def unparse_old(ad: Any, sort: bool = False) -> str:
     """A ClassAd in the old syntax: one ``Name = expr`` a line, as ``condor_status -l`` prints it."""
-    items = [(ad._names[k], n) for k, n in ad._attrs.items()]
+    items = ad.spelled_items()
     if sort:
         items.sort(key=lambda kv: kv[0].lower())
     return "".join(f"{name} = {_unparse(n, 0, True)}\n" for name, n in items)

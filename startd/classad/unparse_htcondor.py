@@ -216,8 +216,7 @@ class _Printer:
         elif t is list:
             self.list_text(v, self.value)
         elif is_classad(v):
-            names = getattr(v, "_names", {})
-            attrs = [(names.get(k, k), n) for k, n in getattr(v, "_attrs", {}).items()]
+            attrs = v.spelled_items()
             self.record_text(attrs, self.node)
         else:
             self.put(str(v))

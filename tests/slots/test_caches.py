@@ -36,7 +36,7 @@ def _engine(conf: Any) -> Engine:
 
 
 def _items(ad: ClassAd) -> list[tuple[str, str, str]]:
-    return [(k, ad._names[k], str(Expr(n))) for k, n in ad._attrs.items()]
+    return [(k, ad.spelled(k), str(Expr(n))) for k, n in ad._attrs.items()]
 
 
 def _full_refresh(eng: Engine) -> None:
