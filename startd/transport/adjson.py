@@ -12,11 +12,12 @@ UPDATE_INTERVAL dominated the daemon's time at thousands of slots, so:
   every real change), so the same tree has the same text. Literals are converted again, which the
   C encoder of :mod:`json` does faster than any lookup.
 
-The text kept is the retained MQTT payload, as bytes (HTCondor's JSON form, :func:`startd.classad.to_json`:
-non-ASCII as it is, every ``/`` written ``\\/``), the very object the connection keeps retained. A reply's
-member (what :meth:`ReplyMessage.to_payload` writes: ``json.dumps`` with its defaults) is made from it by
-taking the backslashes off the slashes when it is ASCII (then the two forms differ in nothing else),
-else converted again. Both are byte for byte what converting the whole ad writes. The attributes that
+The text kept is the retained MQTT payload (HTCondor's JSON form, :func:`startd.classad.to_json`: non-ASCII
+as it is, every ``/`` written ``\\/``), packed by the cache's :class:`.packed.Packer` (about 130 bytes for a
+4 KB slot ad), the very object the connection keeps retained. A reply's member (what
+:meth:`ReplyMessage.to_payload` writes: ``json.dumps`` with its defaults) is made from it by unpacking it and
+taking the backslashes off the slashes when it is ASCII (then the two forms differ in nothing else), else
+converted again. Both are byte for byte what converting the whole ad writes. The attributes that
 carry a claim's secret (:data:`PRIVATE_ATTRS`) are left out while converting: they never reach a payload
 or a reply.
 """
@@ -31,6 +32,7 @@ from typing import Any
 from ..classad import ClassAd
 from ..classad.ast import Literal, Node
 from ..classad.jsonform import node_json_is_stable, node_to_json_obj
+from .packed import Packer
 
 # Attributes that carry a claim's secret. A claim id is a capability, so it never leaves the daemon
 # except in the reply to the request_claim that created it (HTCondor likewise publishes only PublicClaimId).
@@ -40,18 +42,16 @@ _PLAIN = (bool, int, str)
 
 
 class _Slot:
-    """What is kept of one slot: the JSON values of its expressions, and its last payload."""
+    """What is kept of one slot: the JSON values of its expressions, and its last payload (packed)."""
 
-    __slots__ = ("exprs", "ref", "gen", "payload", "member")
+    __slots__ = ("exprs", "ref", "gen", "packed")
 
     def __init__(self) -> None:
         #: lower-case name -> (expression tree, its JSON value)
         self.exprs: dict[str, tuple[Node, Any]] = {}
         self.ref: weakref.ref[ClassAd] | None = None
         self.gen = -1
-        self.payload: bytes | None = None
-        #: the reply member made from ``payload`` (the very object), once a query asked for it
-        self.member: tuple[bytes, bytes] | None = None
+        self.packed: bytes | None = None
 
 
 class AdJsonCache:
@@ -62,8 +62,10 @@ class AdJsonCache:
     taken for this publication or query) was taken, so that the copies find the text made before.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, packer: Packer | None = None) -> None:
         self._slots: dict[str, _Slot] = {}
+        #: packs the payloads kept (the connection shares it, to keep them packed too)
+        self.packer = packer if packer is not None else Packer()
         #: whole ads converted, and expressions unparsed (for tests and benchmarks)
         self.builds = 0
         self.unparses = 0
@@ -74,25 +76,29 @@ class AdJsonCache:
 
     def payload(self, slot: str, ad: ClassAd, *, key: ClassAd | None = None, gen: int | None = None) -> bytes:
         """The retained payload of the slot: HTCondor's JSON form of its public attributes."""
+        return self.packer.unpack(self.packed(slot, ad, key=key, gen=gen))
+
+    def packed(self, slot: str, ad: ClassAd, *, key: ClassAd | None = None, gen: int | None = None) -> bytes:
+        """:meth:`payload`, packed by :attr:`packer` (the same object while the ad has not changed)."""
         entry = self._slots.get(slot)
         if entry is None:
             entry = self._slots[slot] = _Slot()
         key = ad if key is None else key
         gen = key.generation if gen is None else gen
-        if entry.payload is not None and entry.gen == gen and entry.ref is not None and entry.ref() is key:
-            return entry.payload
+        if entry.packed is not None and entry.gen == gen and entry.ref is not None and entry.ref() is key:
+            return entry.packed
         obj, stable = self._obj(entry, ad, ad._attrs.items())
-        payload = json.dumps(obj, ensure_ascii=False, allow_nan=False).replace("/", "\\/").encode()
+        packed = self.packer.pack(json.dumps(obj, ensure_ascii=False, allow_nan=False).replace("/", "\\/").encode())
         if stable:
             if entry.ref is None or entry.ref() is not key:
                 entry.ref = weakref.ref(key)
-            entry.gen, entry.payload, entry.member = gen, payload, None
+            entry.gen, entry.packed = gen, packed
         else:
             # an ad nested in this one can change without the generation moving: nothing is kept
-            entry.ref, entry.gen, entry.payload, entry.member = None, -1, None, None
+            entry.ref, entry.gen, entry.packed = None, -1, None
         if len(entry.exprs) > 8 and any(k not in ad._attrs for k in entry.exprs):
             entry.exprs = {k: v for k, v in entry.exprs.items() if k in ad._attrs}
-        return payload
+        return packed
 
     def reply_member(self, slot: str, ad: ClassAd, *, key: ClassAd | None = None, gen: int | None = None,
                      projection: Collection[str] | None = None) -> bytes:
@@ -114,16 +120,9 @@ class AdJsonCache:
             obj, _ = self._obj(entry, ad, items)
             return json.dumps(obj, allow_nan=False).encode()
         payload = self.payload(slot, ad, key=key, gen=gen)
-        entry = self._slots[slot]
-        kept = entry.member
-        if kept is not None and kept[0] is payload:
-            return kept[1]
         if payload.isascii():
             # json.dumps never writes a backslash before a slash itself: each one there is the payload's
-            member = payload.replace(b"\\/", b"/")
-            if entry.payload is payload:
-                entry.member = (payload, member)
-            return member
+            return payload.replace(b"\\/", b"/")
         obj, _ = self._obj(self._slots[slot], ad, ad._attrs.items())
         return json.dumps(obj, allow_nan=False).encode()
 
@@ -131,7 +130,7 @@ class AdJsonCache:
         """The JSON data of the public attributes among ``items``; and whether it depends on the trees alone."""
         self.builds += 1
         exprs = entry.exprs
-        names = ad._names
+        spelled = ad.spelled
         obj: dict[str, Any] = {}
         stable = True
         for lname, node in items:
@@ -140,15 +139,15 @@ class AdJsonCache:
             if type(node) is Literal:
                 v = node.value  # type: ignore[attr-defined]
                 if type(v) in _PLAIN:
-                    obj[names[lname]] = v
+                    obj[spelled(lname)] = v
                     continue
-                obj[names[lname]] = node_to_json_obj(node)
+                obj[spelled(lname)] = node_to_json_obj(node)
                 if isinstance(v, ClassAd):
                     stable = False
                 continue
             kept = exprs.get(lname)
             if kept is not None and kept[0] is node:
-                obj[names[lname]] = kept[1]
+                obj[spelled(lname)] = kept[1]
                 continue
             value = node_to_json_obj(node)
             self.unparses += 1
@@ -156,6 +155,6 @@ class AdJsonCache:
                 exprs[lname] = (node, value)
             else:
                 stable = False
-            obj[names[lname]] = value
+            obj[spelled(lname)] = value
         return obj, stable
 

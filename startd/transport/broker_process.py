@@ -20,8 +20,9 @@ What it enforces (besides the identity rule of :mod:`startd.transport.broker_plu
   ``max_packet_size`` does. The daemon's own connection is exempt: its answers to whole-machine queries run
   to about 4.5 KB a slot. The broker recognises it as the connection whose other end is a socket of the
   daemon's process (as ``ss -p`` finds a socket's process), looked up only when a packet is over the limit.
-- **retained messages kept compressed**: the daemon's retained slot ads (4 KB of JSON each, 2048 of them on
-  a large machine) are stored zlib-compressed and expanded only for a subscriber that asks for them.
+- **retained messages kept packed**: the daemon's retained slot ads (4 KB of JSON each, 2048 of them on
+  a large machine) are stored deflated against the first large one (:mod:`startd.transport.packed`, about
+  130 bytes each) and expanded only for a subscriber that asks for them.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ import signal
 import socket
 import sys
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -44,6 +44,8 @@ from typing import Any
 from amqtt.adapters import ReaderAdapter, StreamWriterAdapter
 from amqtt.broker import Broker, RetainedApplicationMessage
 
+from .packed import Packer
+
 LISTENER = "default"
 #: how long the broker's own shutdown may take before the process simply exits (its sockets close with it)
 SHUTDOWN_TIMEOUT = 1.0
@@ -51,8 +53,6 @@ SHUTDOWN_TIMEOUT = 1.0
 REPORT_EVERY = 1.0
 #: how often the broker hands the memory its bursts freed back to the system (glibc's malloc_trim)
 TRIM_EVERY = 5.0
-#: retained payloads smaller than this are kept as they are: compressing them saves nothing
-COMPRESS_FROM = 256
 
 
 @dataclass(frozen=True)
@@ -205,18 +205,20 @@ class _Subscriptions(dict):  # type: ignore[type-arg]
         return list(super().items())
 
 
-class CompressedRetained(RetainedApplicationMessage):
-    """A retained message whose payload is kept zlib-compressed; ``data`` expands it when read."""
+#: packs every retained payload of this broker (one dictionary: the first slot ad retained)
+PACKER = Packer()
 
-    __slots__ = ("_packed", "_compressed")
+
+class CompressedRetained(RetainedApplicationMessage):
+    """A retained message whose payload is kept packed by :data:`PACKER`; ``data`` expands it when read."""
+
+    __slots__ = ("_packed",)
 
     def _get(self) -> bytes:
-        return zlib.decompress(self._packed) if self._compressed else self._packed
+        return PACKER.unpack(self._packed)
 
     def _set(self, value: bytes | bytearray) -> None:
-        raw = bytes(value)
-        self._compressed = len(raw) >= COMPRESS_FROM
-        self._packed = zlib.compress(raw, 1) if self._compressed else raw
+        self._packed = PACKER.pack(value)
 
     data = property(_get, _set)  # type: ignore[assignment]
 

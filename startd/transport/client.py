@@ -115,9 +115,11 @@ class StartdConnection:
         self.connected = asyncio.Event()
         self.connections = 0  # how many times a connection was established (1 + reconnections)
         self.protocol: str | None = None
+        #: what is retained on the broker by topic, packed (see :mod:`.packed`) by the ad cache's packer
         self._retained: dict[str, bytes] = {}
         #: the JSON of each slot's ad, rebuilt only when the ad changed (and then only what changed)
         self.ad_json = AdJsonCache()
+        self._packer = self.ad_json.packer
         self._dirty: OrderedDict[str, None] = OrderedDict()
         self._backlog = Backlog(max_backlog)
         self._wakeup = asyncio.Event()
@@ -182,14 +184,15 @@ class StartdConnection:
         whether the JSON made before is still good (see :class:`.adjson.AdJsonCache`)."""
         topic = self.topics.slot(slot)
         if isinstance(ad, ClassAd):
-            payload = self.ad_json.payload(slot, ad, key=key, gen=gen)
+            packed = self.ad_json.packed(slot, ad, key=key, gen=gen)
         elif isinstance(ad, (str, bytes)):
-            payload = ad.encode() if isinstance(ad, str) else ad
+            packed = self._packer.pack(ad.encode() if isinstance(ad, str) else ad)
         else:
-            payload = json.dumps(dict(ad)).encode()
-        if not force and self._retained.get(topic) == payload and topic not in self._dirty:
+            packed = self._packer.pack(json.dumps(dict(ad)).encode())
+        # (one packer packs equal payloads alike)
+        if not force and self._retained.get(topic) == packed and topic not in self._dirty:
             return  # unchanged: the broker holds it already
-        self._retained[topic] = payload
+        self._retained[topic] = packed
         self._mark(topic)
 
     def remove_ad(self, slot: str) -> None:
@@ -205,7 +208,8 @@ class StartdConnection:
         if ad is None:
             self._retained.pop(topic, None)
         else:
-            self._retained[topic] = (to_json(public_ad(ad)) if isinstance(ad, ClassAd) else json.dumps(dict(ad))).encode()
+            text = to_json(public_ad(ad)) if isinstance(ad, ClassAd) else json.dumps(dict(ad))
+            self._retained[topic] = self._packer.pack(text.encode())
         self._mark(topic)
 
     def publish_event(self, event: Mapping[str, Any]) -> None:
@@ -235,7 +239,7 @@ class StartdConnection:
     @property
     def retained(self) -> dict[str, bytes]:
         """What the daemon keeps retained on the broker, by topic."""
-        return dict(self._retained)
+        return {topic: self._packer.unpack(packed) for topic, packed in self._retained.items()}
 
     # --- life cycle ----------------------------------------------------------------------------
 
@@ -279,7 +283,7 @@ class StartdConnection:
             for topic in [t for t in self._retained if t != self.topics.status]:
                 self._retained.pop(topic)
                 self._mark(topic)
-        self._retained[self.topics.status] = OFFLINE
+        self._retained[self.topics.status] = self._packer.pack(OFFLINE)
         self._mark(self.topics.status)
         if self.connected.is_set():
             await self.flush(max(deadline - loop.time(), 0.0))
@@ -345,7 +349,7 @@ class StartdConnection:
                 await client.subscribe(f, qos=QOS)
         # the broker may have lost (or never had) what we publish: send it all again, the status last so
         # that whoever waits for "online" finds the ads already there
-        self._retained[self.topics.status] = ONLINE
+        self._retained[self.topics.status] = self._packer.pack(ONLINE)
         for topic in self._retained:
             if topic != self.topics.status:
                 self._dirty[topic] = None
@@ -388,7 +392,7 @@ class StartdConnection:
         its own again (at most once a second a topic, so two daemons given the same name cannot flood the
         broker; the second correction waits for the end of that second)."""
         held = self._retained.get(topic)
-        if held is None or payload == held or topic in self._dirty or self._stopping:
+        if held is None or topic in self._dirty or self._stopping or payload == self._packer.unpack(held):
             return
         loop = asyncio.get_running_loop()
         wait = self._restored.get(topic, float("-inf")) + 1.0 - loop.time()
@@ -414,7 +418,8 @@ class StartdConnection:
                         await self._settle(flying, all_of_them=False)
                         continue
                     topic, _ = self._dirty.popitem(last=False)
-                    payload = self._retained.get(topic, b"")
+                    held = self._retained.get(topic)
+                    payload = b"" if held is None else self._packer.unpack(held)
                     # the task's first step hands the message to paho, and tasks start in the order made
                     task = asyncio.ensure_future(client.publish(topic, payload, qos=QOS, retain=True))
                     flying.append((topic, None, task))

@@ -73,11 +73,11 @@ def test_cached_json_equals_a_fresh_conversion_after_random_changes() -> None:
 def test_an_unchanged_ad_is_not_converted_again_and_only_changed_expressions_are_unparsed() -> None:
     cache = AdJsonCache()
     ad = parse_ad(SLOT_TEXT)
-    first = cache.payload("slot1", ad.copy(), key=ad)
+    first = cache.packed("slot1", ad.copy(), key=ad)
     builds, unparses = cache.builds, cache.unparses
-    assert cache.payload("slot1", ad.copy(), key=ad) is first  # same generation: the very same bytes
+    assert cache.packed("slot1", ad.copy(), key=ad) is first  # same generation: the very same bytes
     ad["Memory"] = 2048  # an equal value: no change
-    assert cache.payload("slot1", ad.copy(), key=ad) is first
+    assert cache.packed("slot1", ad.copy(), key=ad) is first
     assert (cache.builds, cache.unparses) == (builds, unparses)
     ad["Memory"] = 4096
     assert cache.payload("slot1", ad.copy(), key=ad) == fresh_payload(ad)
