@@ -73,3 +73,10 @@ def test_the_ad_cache_keeps_the_payload_packed_and_answers_it_whole() -> None:
         assert cache.packer.unpack(packed) == cache.payload(f"slot{i}", ad) == fresh_payload(ad)
         assert json.loads(cache.reply_member(f"slot{i}", ad))["Name"] == f"slot{i}@m"
     assert len(cache.packed("slot3", ads[2])) < 400
+
+
+def test_a_packed_payload_cut_short_is_refused() -> None:
+    packer = Packer(_slot_payload(1))
+    packed = packer.pack(_slot_payload(2))
+    with pytest.raises(zlib.error):
+        packer.unpack(packed[:-4])
