@@ -275,7 +275,7 @@ class ClassAd(MutableMapping[str, Expr]):
 
     def _spell(self, name: str, lname: str) -> None:
         """Record ``name`` as the spelling of ``lname`` (kept only when it is not the shared one)."""
-        if _shared_spelling(name, lname):
+        if _CANON.get(lname) == name or _shared_spelling(name, lname):
             if lname in self._names:
                 del self._names[lname]
         else:
@@ -284,6 +284,14 @@ class ClassAd(MutableMapping[str, Expr]):
     def spelled(self, lname: str) -> str:
         """The spelling of the attribute whose lower-case name is ``lname`` (one this ad has)."""
         return self._names.get(lname) or _CANON[lname]
+
+    def spelling_table(self) -> Mapping[str, str]:
+        """Lower-case name -> spelling, for every attribute of this ad (and maybe more): for a loop over the
+        whole ad. Not to be changed: it is the table the ads share when this one has no spelling of its own."""
+        own = self._names
+        if not own:
+            return _CANON
+        return {k: own.get(k) or _CANON[k] for k in self._attrs}
 
     def spelled_items(self) -> list[tuple[str, Node]]:
         """(name as spelt, expression tree) of every attribute, in order."""

@@ -140,7 +140,7 @@ class AdJsonCache:
         """The JSON data of the public attributes among ``items``; and whether it depends on the trees alone."""
         self.builds += 1
         exprs = entry.exprs
-        spelled = ad.spelled
+        names = ad.spelling_table()
         obj: dict[str, Any] = {}
         stable = True
         for lname, node in items:
@@ -149,15 +149,15 @@ class AdJsonCache:
             if type(node) is Literal:
                 v = node.value  # type: ignore[attr-defined]
                 if type(v) in _PLAIN:
-                    obj[spelled(lname)] = v
+                    obj[names[lname]] = v
                     continue
-                obj[spelled(lname)] = node_to_json_obj(node)
+                obj[names[lname]] = node_to_json_obj(node)
                 if isinstance(v, ClassAd):
                     stable = False
                 continue
             kept = exprs.get(lname)
             if kept is not None and kept[0] is node:
-                obj[spelled(lname)] = kept[1]
+                obj[names[lname]] = kept[1]
                 continue
             value = node_to_json_obj(node)
             self.unparses += 1
@@ -165,6 +165,6 @@ class AdJsonCache:
                 exprs[lname] = (node, value)
             else:
                 stable = False
-            obj[spelled(lname)] = value
+            obj[names[lname]] = value
         return obj, stable
 

@@ -71,4 +71,6 @@ def test_random_spellings_read_back_as_set() -> None:
             ad[name] = rng.randrange(3)
             expected[name.lower()] = name  # the latest spelling wins, in the place of the first
         assert _names(ad) == list(expected.values())
+        table = ad.spelling_table()
+        assert all(table[name.lower()] == name for name in expected.values())
         assert list(ad_to_obj(ad)) == list(expected.values())
