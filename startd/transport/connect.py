@@ -35,9 +35,11 @@ def _is_unsupported_protocol(exc: BaseException) -> bool:
 
 
 def make_client(settings: MqttSettings, *, protocol: str, identifier: str | None = None,
-                will: aiomqtt.Will | None = None, timeout: float = 10.0) -> aiomqtt.Client:
-    """An aiomqtt client for ``settings`` speaking ``protocol`` ("5" or "3.1.1")."""
-    return aiomqtt.Client(
+                will: aiomqtt.Will | None = None, timeout: float = 10.0, inflight: int | None = None) -> aiomqtt.Client:
+    """An aiomqtt client for ``settings`` speaking ``protocol`` ("5" or "3.1.1"); ``inflight``: how many
+    QoS 1 publications its owner keeps awaiting their acknowledgement at once (paho's window, and the
+    number past which aiomqtt warns of pending calls, a few subscriptions above it)."""
+    client = aiomqtt.Client(
         settings.host, settings.port,
         username=settings.username, password=settings.password,
         identifier=identifier,
@@ -51,7 +53,11 @@ def make_client(settings: MqttSettings, *, protocol: str, identifier: str | None
         websocket_path=settings.websocket_path,
         # small request/reply messages: without TCP_NODELAY, Nagle and delayed ACKs add ~40 ms a hop
         socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+        max_inflight_messages=inflight,
     )
+    if inflight is not None:
+        client.pending_calls_threshold = inflight + 10
+    return client
 
 
 async def probe_protocol(settings: MqttSettings, timeout: float = 5.0) -> str:
@@ -119,13 +125,15 @@ def abandon_client(client: aiomqtt.Client) -> None:
 
 @contextlib.asynccontextmanager
 async def connect(settings: MqttSettings, *, identifier: str | None = None, will: aiomqtt.Will | None = None,
-                  timeout: float = 10.0, protocol: str | None = None) -> AsyncIterator[tuple[aiomqtt.Client, str]]:
+                  timeout: float = 10.0, protocol: str | None = None,
+                  inflight: int | None = None) -> AsyncIterator[tuple[aiomqtt.Client, str]]:
     """Connect (probing the protocol when ``auto``); yields ``(client, protocol)``. Raises
     :class:`aiomqtt.MqttError`."""
     proto = protocol or settings.protocol
     if proto == "auto":
         proto = await probe_protocol(settings, timeout)
-    client = make_client(settings, protocol=proto, identifier=identifier, will=will, timeout=timeout)
+    client = make_client(settings, protocol=proto, identifier=identifier, will=will, timeout=timeout,
+                         inflight=inflight)
     await _enter(client)
     try:
         yield client, proto

@@ -399,3 +399,18 @@ async def test_a_reply_to_that_cannot_be_published_goes_to_the_replies_topic(mqt
                 assert body["request_id"] == i and body["ok"] is True
             # the daemon's connection survived every one of them
             assert daemon.conn.connections == 1 and daemon.conn.connected.is_set()
+
+
+async def test_hundreds_of_ads_published_at_once_arrive_whole_without_pending_call_warnings(
+        mqtt_broker: str, topic_root: str, caplog: pytest.LogCaptureFixture) -> None:
+    # a daemon of many slots publishes every ad at start, PUBLISH_WINDOW at a time awaiting their
+    # acknowledgements: paho's window and aiomqtt's threshold of pending calls follow it
+    slots = {f"slot{i}": slot_ad("m1", f"slot{i}") for i in range(1, 301)}
+    with caplog.at_level("WARNING", logger="aiomqtt"):
+        async with FakeStartd(mqtt_broker, topic_root, "m1", slots=slots) as daemon:
+            assert await daemon.conn.flush(30)
+            async with BrokerSession(settings(mqtt_broker, topic_root)) as s:
+                got = await s.snapshot(Topics.all_slots(topic_root))
+    assert len(got) == 300
+    assert from_json(got[f"{topic_root}/startd/m1/slots/slot300"].decode()).evaluate("Name") == "slot300@m1"
+    assert not [r for r in caplog.records if "pending" in r.getMessage()]
