@@ -189,9 +189,23 @@ class EmbeddedBroker:
                 log.debug("embedded broker ready", url=self.url, **said)
             elif event == "refused":
                 log.warning("embedded broker refused a packet over its limit", **said)
+            elif event == "limit":
+                log.info("embedded broker packet limit", **said)
             else:
                 log.error("embedded broker failed", **said)
         return other
+
+    def set_max_packet_bytes(self, limit: int) -> None:
+        """A new packet limit (a reconfig changed ``STARTD_MAX_COMMAND_BYTES``): the broker process holds
+        every packet whose header arrives from then on to it, on the connections open and the new ones; a
+        broker process started again takes it too."""
+        if limit == self.max_packet_bytes:
+            return
+        self.max_packet_bytes = limit
+        process = self._process
+        if process is not None and process.returncode is None and process.stdin is not None \
+                and not process.stdin.is_closing():
+            process.stdin.write(json.dumps({"max_packet_bytes": limit}).encode() + b"\n")
 
     async def stop(self, timeout: float = 5.0) -> None:
         """Stop the broker process (it closes every connection) and stop listening, within ``timeout``

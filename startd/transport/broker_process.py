@@ -2,7 +2,8 @@
 
 :class:`startd.transport.broker.EmbeddedBroker` starts it as ``python -m startd.transport.broker_process``
 with the socket among its file descriptors and one JSON line on its standard input (:func:`main` reads
-it). It answers on its standard output, one JSON object a line: ``{"event": "ready"}`` once it accepts
+it); later lines change the packet limit (``{"max_packet_bytes": N}``, when a reconfig changed
+``STARTD_MAX_COMMAND_BYTES``). It answers on its standard output, one JSON object a line: ``{"event": "ready"}`` once it accepts
 connections, ``{"event": "refused", ...}`` for oversized packets, ``{"event": "error", ...}`` before it
 exits for a reason of its own. It ends when its standard input closes: when the daemon stops it, and when
 the daemon dies, however it dies, so no broker outlives its daemon. Terminal and group signals (SIGINT,
@@ -105,6 +106,25 @@ def connection_of_process(pid: int, peer: tuple[str, int], local: tuple[str, int
     return any(c.raddr and tuple(c.laddr) == peer and tuple(c.raddr) == local for c in conns)
 
 
+class PacketLimit:
+    """The packet limit in force: the daemon may change it (a reconfig); each packet is held to the limit
+    in force when its fixed header arrives."""
+
+    __slots__ = ("bytes",)
+
+    def __init__(self, limit: int) -> None:
+        self.bytes = limit
+
+
+def limit_update(line: bytes) -> int:
+    """The new packet limit a line from the daemon gives. Raises ValueError for anything else."""
+    raw = json.loads(line)
+    limit = raw.get("max_packet_bytes") if isinstance(raw, dict) else None
+    if type(limit) is not int or limit < 2:
+        raise ValueError(f"not a packet limit: {line[:100]!r}")
+    return limit
+
+
 class PacketLimitReader(ReaderAdapter):
     """amqtt's reader for one connection, which reads whole MQTT packets and refuses one larger than the
     limit from its fixed header alone: the connection is dropped and amqtt reads the end of the stream.
@@ -112,7 +132,7 @@ class PacketLimitReader(ReaderAdapter):
     amqtt reads a packet in small pieces (a byte at a time for the fixed header); they are served from
     the packet already read, so the limit does not depend on how amqtt reads."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit: int,
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit: "PacketLimit",
                  exempt: Callable[[], bool], refusals: _Refusals) -> None:
         self._reader = reader
         self._writer = writer
@@ -163,8 +183,9 @@ class PacketLimitReader(ReaderAdapter):
             for i, byte in enumerate(header[1:]):
                 remaining |= (byte & 0x7F) << (7 * i)
             size = len(header) + remaining
-            if size > self._limit and not self._may_exceed():
-                self._refusals.refused(_peer_text(self._writer), size, self._limit)
+            limit = self._limit.bytes
+            if size > limit and not self._may_exceed():
+                self._refusals.refused(_peer_text(self._writer), size, limit)
                 self._drop()
                 return False
             body = await self._reader.readexactly(remaining) if remaining else b""
@@ -282,13 +303,25 @@ async def _trim_memory() -> None:
         trim(0)
 
 
-async def _stdin_closed() -> None:
-    """Until the daemon closes our standard input (or dies)."""
+async def _follow_daemon(limit: PacketLimit) -> None:
+    """Apply the daemon's new packet limits until it closes our standard input (or dies)."""
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
+    reader = asyncio.StreamReader(limit=4096)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    while await reader.read(4096):
-        pass
+    while True:
+        try:
+            line = await reader.readline()
+        except ValueError:  # a line longer than 4 KiB: not the daemon's
+            say("error", error="a line over 4 KiB from the daemon ignored")
+            continue
+        if not line:
+            return
+        try:
+            limit.bytes = limit_update(line)
+        except ValueError as e:
+            say("error", error=f"bad settings from the daemon: {e}")
+            continue
+        say("limit", max_packet_bytes=limit.bytes)
 
 
 async def serve(settings: Settings) -> None:
@@ -298,6 +331,7 @@ async def serve(settings: Settings) -> None:
     broker._retained_messages = _Retained(broker._retained_messages)
     await broker.start()
     refusals = _Refusals()
+    limit = PacketLimit(settings.max_packet_bytes)
     listening = socket.socket(fileno=settings.fd)
 
     async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -310,7 +344,7 @@ async def serve(settings: Settings) -> None:
             writer.close()
             return
         exempt = partial(connection_of_process, settings.daemon_pid, tuple(peer[:2]), tuple(local[:2]))
-        limited = PacketLimitReader(reader, writer, settings.max_packet_bytes, exempt, refusals)
+        limited = PacketLimitReader(reader, writer, limit, exempt, refusals)
         with contextlib.suppress(Exception):
             await broker.external_connected(limited, StreamWriterAdapter(writer), LISTENER)
         if not writer.is_closing():
@@ -320,7 +354,7 @@ async def serve(settings: Settings) -> None:
     say("ready", pid=os.getpid())
     trimming = asyncio.create_task(_trim_memory())
     try:
-        await _stdin_closed()
+        await _follow_daemon(limit)
     finally:
         trimming.cancel()
         server.close()

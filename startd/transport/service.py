@@ -169,13 +169,16 @@ class Transport:
         return cls(settings, connection, dispatcher, embedded, address_file)
 
     def reconfigure(self, knobs: KnobSource) -> None:
-        """Apply the security knobs of a new configuration (the broker and connection stay). Raises
-        ValueError naming the knob or file when they are not usable; then nothing changes."""
+        """Apply the security knobs of a new configuration (the broker and connection stay; the embedded
+        broker's packet limit follows STARTD_MAX_COMMAND_BYTES). Raises ValueError naming the knob or file
+        when they are not usable; then nothing changes."""
         policy = AuthorizationPolicy.from_knobs(knobs, loopback=is_loopback_host(self.settings.host))
         security = command_security(knobs, self.settings, self.connection.topics.machine,
                                     verifier=self.dispatcher.security.verifier if self.dispatcher.security else None)
         self.dispatcher.policy = policy
         self.dispatcher.security = security
+        if self.broker is not None:
+            self.broker.set_max_packet_bytes(security.max_bytes + ENVELOPE_BYTES)
 
     async def close(self, *, clear_ads: bool = True, timeout: float = 3.0) -> None:
         """Say offline, disconnect, remove the address file, stop the embedded broker. Returns within

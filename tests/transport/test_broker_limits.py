@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from startd.transport.broker import DEFAULT_MAX_PACKET_BYTES, ENVELOPE_BYTES, EmbeddedBroker
+from startd.transport.broker_process import limit_update
 from startd.transport.service import Transport
 
 LIMIT = 100_000
@@ -108,6 +109,38 @@ async def test_the_daemon_gives_its_broker_the_command_limit_plus_the_envelope(t
         assert await publish_from_another_process(t.broker.port, topic, 20000 + ENVELOPE_BYTES + 1) != "published"  # type: ignore[arg-type]
     finally:
         await t.close(timeout=1.0)
+
+
+async def test_a_reconfig_that_changes_the_command_limit_changes_the_brokers_at_once(tmp_path, topic_root: str) -> None:  # type: ignore[no-untyped-def]
+    # the broker holds packets to STARTD_MAX_COMMAND_BYTES + the envelope as the new configuration says,
+    # on the connections already open too, without being started again (its clients stay connected)
+    knobs = {"STARTD_MQTT_PREFIX": topic_root, "SEC_TOKEN_POOL_SIGNING_KEY_FILE": str(tmp_path / "POOL"),
+             "TRUST_DOMAIN": "pool.example", "STARTD_ADDRESS_FILE": str(tmp_path / "addr"),
+             "STARTD_BROKER_PORT": "0", "STARTD_MAX_COMMAND_BYTES": "20000"}
+    t = await Transport.open(knobs, broker=None, machine="m1", handler=lambda c: None)  # type: ignore[arg-type,return-value]
+    try:
+        assert t.broker is not None and t.broker.port is not None
+        pid, topic = t.broker.pid, f"{topic_root}/startd/m1/command"
+        size = 20000 + ENVELOPE_BYTES + 5000
+        assert await publish_from_another_process(t.broker.port, topic, size) != "published"
+        t.reconfigure({**knobs, "STARTD_MAX_COMMAND_BYTES": "40000"})
+        assert t.broker.max_packet_bytes == 40000 + ENVELOPE_BYTES
+        await asyncio.sleep(0.3)  # the line reaches the broker process
+        assert await publish_from_another_process(t.broker.port, topic, size) == "published"
+        t.reconfigure({**knobs, "STARTD_MAX_COMMAND_BYTES": "1024"})
+        await asyncio.sleep(0.3)
+        assert await publish_from_another_process(t.broker.port, topic, 1024 + ENVELOPE_BYTES + 1) != "published"
+        assert t.broker.pid == pid and t.broker.restarts == 0 and t.connection.connections == 1
+    finally:
+        await t.close(timeout=1.0)
+
+
+def test_a_line_from_the_daemon_that_is_not_a_limit_is_refused() -> None:
+    assert limit_update(b'{"max_packet_bytes": 70000}\n') == 70000
+    for bad in (b"[]", b'{"max_packet_bytes": "7"}', b'{"max_packet_bytes": 1}', b'{"max_packet_bytes": true}',
+                b"not json", b'{"other": 1}'):
+        with pytest.raises(ValueError):
+            limit_update(bad)
 
 
 @pytest.mark.parametrize("spare", [0, -1])
