@@ -11,10 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
+from ..security.keys import hkdf_sha256
 from .framing import CedarError
 
 __all__ = ["KeyExchange", "SESSION_KEY_BYTES"]
@@ -29,11 +26,16 @@ class KeyExchange:
     """This side's half of one key exchange."""
 
     def __init__(self) -> None:
+        # lazy: the crypto library is loaded by the first CEDAR key exchange, not by every daemon at start
+        from cryptography.hazmat.primitives.asymmetric import ec
+
         self._private = ec.generate_private_key(ec.SECP256R1())
 
     @property
     def public(self) -> str:
         """The public key as ``ECDHPublicKey`` carries it."""
+        from cryptography.hazmat.primitives import serialization  # lazy: loaded with the exchange (__init__)
+
         point = self._private.public_key().public_bytes(serialization.Encoding.X962,
                                                          serialization.PublicFormat.UncompressedPoint)
         return base64.b64encode(point).decode("ascii")
@@ -41,6 +43,8 @@ class KeyExchange:
     def session_key(self, peer: str) -> bytes:
         """The 32-byte AES-GCM key shared with the peer whose public key is ``peer``. Raises
         :class:`CedarError` for a key that is not a point of P-256."""
+        from cryptography.hazmat.primitives.asymmetric import ec  # lazy: loaded with the exchange (__init__)
+
         if not isinstance(peer, str) or not peer or len(peer) > _MAX_ENCODED:
             raise CedarError("the peer's ECDHPublicKey is not a P-256 public key")
         try:
@@ -49,5 +53,4 @@ class KeyExchange:
         except (binascii.Error, ValueError):
             raise CedarError("the peer's ECDHPublicKey is not a P-256 public key") from None
         secret = self._private.exchange(ec.ECDH(), public)
-        return HKDF(algorithm=hashes.SHA256(), length=SESSION_KEY_BYTES, salt=b"htcondor",
-                    info=b"keygen").derive(secret)
+        return hkdf_sha256(secret, salt=b"htcondor", info=b"keygen", length=SESSION_KEY_BYTES)

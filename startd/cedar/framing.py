@@ -25,9 +25,6 @@ import hashlib
 import os
 import struct
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 __all__ = ["CedarError", "PeerClosed", "ReadTimeout", "Channel", "MAX_PACKET", "HEADER_SIZE", "IV_SIZE",
            "TAG_SIZE"]
 
@@ -63,6 +60,9 @@ class _Gcm:
     def __init__(self, key: bytes) -> None:
         if len(key) != 32:
             raise ValueError("an AES-GCM session key is 32 bytes")
+        # lazy: the crypto library is loaded by the first encrypted connection, not by every daemon at start
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         self._aead = AESGCM(key)
         self._send_iv = os.urandom(IV_SIZE)
         self._send_count = 0
@@ -96,6 +96,8 @@ class _Gcm:
         if first:
             self._recv_iv, body = body[:IV_SIZE], body[IV_SIZE:]
         assert self._recv_iv is not None
+        from cryptography.exceptions import InvalidTag  # lazy: loaded with AESGCM (__init__)
+
         try:
             plain = self._aead.decrypt(self._iv(self._recv_iv, self._recv_count), body, aad)
         except InvalidTag:

@@ -26,9 +26,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
+from ..security.keys import hkdf_sha256
 from ..security.tokens import TokenError, verify_unsigned
 from ..security.wire import Identity
 from .codec import Decoder, Encoder
@@ -93,7 +91,7 @@ class AuthOutcome:
 
 
 def _hkdf(signature: bytes, seed: bytes, token: bytes, info: bytes) -> bytes:
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=seed + token, info=info).derive(signature)
+    return hkdf_sha256(signature, salt=seed + token, info=info)
 
 
 def _hmac(key: bytes, data: bytes) -> bytes:

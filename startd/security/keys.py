@@ -27,6 +27,8 @@ Nothing here writes a key, or anything derived from one, into a message, a log l
 from __future__ import annotations
 
 import errno
+import hashlib
+import hmac
 import os
 import pwd
 import secrets
@@ -34,11 +36,8 @@ import stat
 from pathlib import Path
 from typing import Protocol
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
 __all__ = ["SigningKeyError", "KnobSource", "signing_key_candidates", "signing_key_path", "ensure_signing_key",
-           "load_signing_key", "read_signing_key", "find_signing_key", "scramble", "derive_jwt_key",
+           "load_signing_key", "read_signing_key", "find_signing_key", "scramble", "derive_jwt_key", "hkdf_sha256",
            "user_home", "configured_path_usable", "configured_key_file", "key_origin", "KEY_FILE_BYTES"]
 
 #: Bytes of randomness in a new key file (create_signing_key's rand_buffer).
@@ -70,9 +69,24 @@ def scramble(data: bytes) -> bytes:
     return bytes(b ^ _PAD[i % 4] for i, b in enumerate(data))
 
 
+def hkdf_sha256(key: bytes, *, salt: bytes, info: bytes, length: int = 32) -> bytes:
+    """HKDF-SHA256 (RFC 5869): extract with ``salt`` (none: 32 zero bytes), expand with ``info``. The
+    standard library's HMAC is all it takes, so a daemon that only checks tokens never loads a crypto
+    library."""
+    if not 0 < length <= 255 * 32:
+        raise ValueError("HKDF-SHA256 yields 1 to 8160 bytes")
+    prk = hmac.new(salt or bytes(32), key, hashlib.sha256).digest()
+    out, block, counter = b"", b"", 1
+    while len(out) < length:
+        block = hmac.new(prk, block + info + bytes((counter,)), hashlib.sha256).digest()
+        out += block
+        counter += 1
+    return out[:length]
+
+
 def derive_jwt_key(shared_key: bytes) -> bytes:
     """The HS256 key ``generate_token`` signs with: HKDF-SHA256(shared_key, "htcondor", "master jwt", 32)."""
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=b"htcondor", info=b"master jwt").derive(shared_key)
+    return hkdf_sha256(shared_key, salt=b"htcondor", info=b"master jwt")
 
 
 # ------------------------------------------------------------------------------------------------

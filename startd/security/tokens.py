@@ -198,6 +198,76 @@ def _scopes(payload: dict[str, Any]) -> tuple[str, ...] | None:
     return tuple(names) if names else None
 
 
+# PyJWT's own checks, for a token whose alg (HS256), kid and signature were checked above: done here with the
+# standard library where the key is one PyJWT takes as it is, so checking a token never loads PyJWT (nor the
+# crypto library that PyJWT's algorithms import); any other key goes through PyJWT itself.
+_JWT_REQUIRED = ("iss", "iat", "sub", "jti")
+_SSH_PREFIXES = (b"ssh-ed25519", b"ssh-rsa", b"ssh-dss", b"ecdsa-sha2-nistp256", b"ecdsa-sha2-nistp384",
+                 b"ecdsa-sha2-nistp521")
+
+
+def _plain_hmac_key(key: bytes) -> bool:
+    """Whether PyJWT's HMAC key checks pass ``key`` as it is and without a warning: 32 bytes or more, no PEM
+    marker, no SSH key, nothing that could be DER (a SEQUENCE) or JSON."""
+    if len(key) < 32 or b"----" in key or key.startswith(_SSH_PREFIXES) or key[0] == 0x30:
+        return False
+    try:
+        json.loads(key)
+    except RecursionError:
+        return False
+    except ValueError:
+        return True
+    return False
+
+
+def _segment_padding_ok(segment: str) -> bool:
+    """PyJWT's padding rule for a segment the base64url check above accepted: at most two ``=``, and only
+    on a segment whose length is a multiple of 4."""
+    padding = len(segment) - len(segment.rstrip("="))
+    return padding <= 2 and (padding == 0 or len(segment) % 4 == 0)
+
+
+def _claims_as_pyjwt(unsigned: str, header: dict[str, Any], payload: dict[str, Any], key: bytes,
+                     signature: bytes) -> None:
+    """Nothing, when what ``jwt.decode`` (signature checked; exp, iat, nbf, aud and iss not checked; iss,
+    iat, sub and jti required) checks holds; else TokenError with the message its exception gives."""
+    if not _plain_hmac_key(key):
+        _claims_by_pyjwt(unsigned, key, signature)
+        return
+    head, body = unsigned.split(".")
+    if not _segment_padding_ok(head) or header.get("b64", True) is False or not _segment_padding_ok(body):
+        raise TokenError("malformed token: DecodeError")
+    if "crit" in header:
+        crit = header["crit"]
+        if (not isinstance(crit, list) or not crit
+                or any(not isinstance(e, str) or e != "b64" or e not in header for e in crit)):
+            raise TokenError("malformed token: InvalidTokenError")
+    for claim in _JWT_REQUIRED:
+        if payload.get(claim) is None:
+            raise TokenError(f"token has no {claim} claim")
+    if not isinstance(payload["sub"], str):
+        raise TokenError("malformed token: InvalidSubjectError")
+    if not isinstance(payload["jti"], str):
+        raise TokenError("malformed token: InvalidJTIError")
+
+
+def _claims_by_pyjwt(unsigned: str, key: bytes, signature: bytes) -> dict[str, Any]:
+    """:func:`_claims_as_pyjwt` by PyJWT itself (the times are checked by the caller against its ``now``,
+    which PyJWT cannot be given)."""
+    import jwt  # lazy: PyJWT, with every algorithm's module, is loaded only for a key it must judge itself
+
+    try:
+        return jwt.decode(
+            f"{unsigned}.{b64url_encode(signature)}", key, algorithms=["HS256"],
+            options={"verify_signature": True, "verify_exp": False, "verify_iat": False,
+                     "verify_nbf": False, "verify_aud": False, "verify_iss": False,
+                     "require": list(_JWT_REQUIRED)})
+    except jwt.MissingRequiredClaimError as exc:
+        raise TokenError(f"token has no {exc.claim} claim") from None
+    except jwt.InvalidTokenError as exc:
+        raise TokenError(f"malformed token: {type(exc).__name__}") from None
+
+
 def _check(unsigned: str, key: bytes, signature: bytes | None, *, issuer: str, now: float | None,
            leeway: float, max_age: float | None, key_ids: Collection[str] | None) -> tuple[TokenClaims, bytes]:
     if not isinstance(unsigned, str):
@@ -205,7 +275,7 @@ def _check(unsigned: str, key: bytes, signature: bytes | None, *, issuer: str, n
     parts = unsigned.split(".")
     if len(parts) != 2 or not parts[0] or not parts[1]:
         raise TokenError("malformed token: expected header.payload")
-    header, _ = decode_unverified(unsigned)
+    header, payload = decode_unverified(unsigned)
     alg = header.get("alg")
     if alg != "HS256":
         raise TokenError(f"token algorithm {_show(alg)} is not accepted (HS256 only)")
@@ -221,20 +291,7 @@ def _check(unsigned: str, key: bytes, signature: bytes | None, *, issuer: str, n
     expected = hmac.new(bytes(key), unsigned.encode("ascii"), hashlib.sha256).digest()
     if signature is not None and not hmac.compare_digest(expected, signature):
         raise TokenError("token signature does not match this pool's signing key")
-    # PyJWT checks the algorithm and the claims' presence and types; the times are checked below
-    # against `now`, which PyJWT cannot be given
-    import jwt
-
-    try:
-        payload = jwt.decode(
-            f"{unsigned}.{b64url_encode(expected)}", bytes(key), algorithms=["HS256"],
-            options={"verify_signature": True, "verify_exp": False, "verify_iat": False,
-                     "verify_nbf": False, "verify_aud": False, "verify_iss": False,
-                     "require": ["iss", "iat", "sub", "jti"]})
-    except jwt.MissingRequiredClaimError as exc:
-        raise TokenError(f"token has no {exc.claim} claim") from None
-    except jwt.InvalidTokenError as exc:
-        raise TokenError(f"malformed token: {type(exc).__name__}") from None
+    _claims_as_pyjwt(unsigned, header, payload, bytes(key), expected)
     iss = payload.get("iss")
     if not isinstance(iss, str) or not iss:
         raise TokenError("token has no issuer (iss)")

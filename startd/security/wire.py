@@ -37,11 +37,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
+from .keys import hkdf_sha256
 from .tokens import TokenError, b64url_decode, b64url_encode, split_token, verify_unsigned
 
 __all__ = ["AuthError", "Identity", "UNAUTHENTICATED", "CommandVerifier", "sign_command", "seal", "unseal",
@@ -111,7 +107,7 @@ def _mac(signature: bytes, data: bytes) -> bytes:
 
 
 def _reply_key(signature: bytes, nonce: str) -> bytes:
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=bytes.fromhex(nonce), info=_REPLY_INFO).derive(signature)
+    return hkdf_sha256(signature, salt=bytes.fromhex(nonce), info=_REPLY_INFO)
 
 
 def _signature_of(token: str) -> tuple[str, bytes]:
@@ -271,6 +267,9 @@ class CommandVerifier:
 
 def seal(reply_key: bytes, plaintext: str) -> dict[str, str]:
     """``plaintext`` encrypted for the one client that holds ``reply_key`` (AES-256-GCM)."""
+    # lazy: the crypto library is loaded by the first reply that carries a secret, not by every daemon
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     iv = secrets.token_bytes(12)
     ct = AESGCM(reply_key).encrypt(iv, plaintext.encode("utf-8"), _REPLY_AAD)
     return {"alg": "A256GCM", "iv": b64url_encode(iv), "ct": b64url_encode(ct)}
@@ -291,6 +290,10 @@ def unseal(reply_key: bytes, sealed: Mapping[str, Any]) -> str:
         raise ValueError(f"sealed value: {exc}") from None
     if len(iv) != 12:
         raise ValueError("sealed value: iv must be 12 bytes")
+    # lazy: as in seal, the crypto library is loaded only where a secret is opened
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     try:
         plain = AESGCM(reply_key).decrypt(iv, ct, _REPLY_AAD)
     except InvalidTag:
