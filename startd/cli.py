@@ -215,14 +215,6 @@ def _htcondor_options(argv: list[str], selected: str | None) -> list[str]:
     return argv[:at + 1] + normalize(argv[at + 1:], opts)
 
 
-def _keep_rich_out() -> None:
-    """Before the daemon is imported: structlog imports rich (and pygments) when it is installed, to render
-    tracebacks the daemon formats as plain text anyway (format_exc_info runs before its renderers). That is
-    4 MiB of each daemon's memory, a hundred times over in a pool of a hundred startds on one machine."""
-    if "structlog" not in sys.modules:
-        sys.modules.setdefault("rich", None)  # type: ignore[arg-type]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     original = list(argv)  # what `startd run` executes again on restart
@@ -237,7 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     selected = next((a for a in argv if not a.startswith("-")), None)
     if selected == "run":
-        _keep_rich_out()
+        from .daemon.lean import keep_out  # the daemon's process only: the modules it never uses stay out
+
+        keep_out()
     parser, runner = build_parser(selected if selected in COMMANDS or selected == COMPLETION else None)
     try:
         argv = _htcondor_options(argv, selected)

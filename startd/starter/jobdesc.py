@@ -228,7 +228,8 @@ class JobDescription(BaseModel):
     Account fields are None when the ad does not give them (an empty string counts as not given).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    # defer_build: the validator is built by the first job, not at every start of a daemon
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
 
     cmd: str = ""
     args: tuple[str, ...] = ()

@@ -43,7 +43,8 @@ class CommandError(ValueError):
 class BaseCommand(BaseModel):
     """Fields every command carries. Unknown fields are ignored, so newer clients stay compatible."""
 
-    model_config = ConfigDict(strict=True, frozen=True, extra="ignore", arbitrary_types_allowed=True)
+    # defer_build: a command's validator is built when the first such command arrives, not at every start
+    model_config = ConfigDict(strict=True, frozen=True, extra="ignore", arbitrary_types_allowed=True, defer_build=True)
 
     name: ClassVar[str] = ""
     command: str
@@ -270,7 +271,7 @@ CLAIM_COMMANDS = frozenset({"activate_claim", "suspend_claim", "continue_claim",
 class ReplyMessage(BaseModel):
     """``{"request_id", "ok", "error", ...}``; further fields (claim_id, slot, ads, ...) ride along."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)  # built at the first reply (see BaseCommand)
 
     request_id: str | int | None
     ok: bool
