@@ -52,6 +52,13 @@ async def limited_broker(limit: int = LIMIT):  # type: ignore[no-untyped-def]
         await broker.stop()
 
 
+def daemon_knobs(tmp_path, topic_root: str, *, max_command_bytes: int) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """A daemon's transport configuration with its own key, address file and free broker port."""
+    return {"STARTD_MQTT_PREFIX": topic_root, "SEC_TOKEN_POOL_SIGNING_KEY_FILE": str(tmp_path / "POOL"),
+            "TRUST_DOMAIN": "pool.example", "STARTD_ADDRESS_FILE": str(tmp_path / "addr"),
+            "STARTD_BROKER_PORT": "0", "STARTD_MAX_COMMAND_BYTES": str(max_command_bytes)}
+
+
 async def received(client: aiomqtt.Client, seconds: float) -> list[aiomqtt.Message]:
     got: list[aiomqtt.Message] = []
 
@@ -99,9 +106,7 @@ async def test_the_daemons_own_connection_may_publish_more(topic_root: str) -> N
 
 
 async def test_the_daemon_gives_its_broker_the_command_limit_plus_the_envelope(tmp_path, topic_root: str) -> None:  # type: ignore[no-untyped-def]
-    knobs = {"STARTD_MQTT_PREFIX": topic_root, "SEC_TOKEN_POOL_SIGNING_KEY_FILE": str(tmp_path / "POOL"),
-             "TRUST_DOMAIN": "pool.example", "STARTD_ADDRESS_FILE": str(tmp_path / "addr"),
-             "STARTD_BROKER_PORT": "0", "STARTD_MAX_COMMAND_BYTES": "20000"}
+    knobs = daemon_knobs(tmp_path, topic_root, max_command_bytes=20000)
     t = await Transport.open(knobs, broker=None, machine="m1", handler=lambda c: None)  # type: ignore[arg-type,return-value]
     try:
         assert t.broker is not None and t.broker.max_packet_bytes == 20000 + ENVELOPE_BYTES
@@ -114,9 +119,7 @@ async def test_the_daemon_gives_its_broker_the_command_limit_plus_the_envelope(t
 async def test_a_reconfig_that_changes_the_command_limit_changes_the_brokers_at_once(tmp_path, topic_root: str) -> None:  # type: ignore[no-untyped-def]
     # the broker holds packets to STARTD_MAX_COMMAND_BYTES + the envelope as the new configuration says,
     # on the connections already open too, without being started again (its clients stay connected)
-    knobs = {"STARTD_MQTT_PREFIX": topic_root, "SEC_TOKEN_POOL_SIGNING_KEY_FILE": str(tmp_path / "POOL"),
-             "TRUST_DOMAIN": "pool.example", "STARTD_ADDRESS_FILE": str(tmp_path / "addr"),
-             "STARTD_BROKER_PORT": "0", "STARTD_MAX_COMMAND_BYTES": "20000"}
+    knobs = daemon_knobs(tmp_path, topic_root, max_command_bytes=20000)
     t = await Transport.open(knobs, broker=None, machine="m1", handler=lambda c: None)  # type: ignore[arg-type,return-value]
     try:
         assert t.broker is not None and t.broker.port is not None
