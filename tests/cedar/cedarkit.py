@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import textwrap
@@ -22,6 +23,8 @@ from typing import Any, Callable, Coroutine
 
 from startd import config
 from startd.cedar import AdQuery, CedarSecurity, CedarServer, Outcome, ServerPolicy, TokenAuthority
+from startd.cedar.classad_wire import get_classad, put_classad
+from startd.cedar.codec import Decoder, Encoder
 from startd.classad import ClassAd
 from startd.security.authz import AuthorizationTable
 from startd.security.tokens import mint
@@ -119,6 +122,20 @@ class ServerThread:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)
             self.loop.close()
+
+
+def bare_command(port: int, number: int, ad: ClassAd) -> ClassAd:
+    """Command ``number`` with its ad sent to the listener at ``port`` without negotiation (one packet),
+    and the ad it answers with."""
+    enc = Encoder(False).put_int(number)
+    put_classad(enc, ad)
+    body = enc.getvalue()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(struct.pack(">Bi", 1, len(body)) + body)
+        f = s.makefile("rb")
+        header = f.read(5)
+        data = f.read(struct.unpack(">i", header[1:])[0])
+    return get_classad(Decoder(data, False))
 
 
 def write_token(directory: Path, token: str, name: str = "token") -> Path:

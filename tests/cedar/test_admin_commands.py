@@ -6,17 +6,13 @@ daemon is handed (the MQTT command object of each twin).
 from __future__ import annotations
 
 import getpass
-import socket
-import struct
 import time
 
 import pytest
 import structlog
-from cedarkit import ISSUER, POOL_KEY, QUERY, Client, FakeBackend, startd_prelude, token, write_token
+from cedarkit import ISSUER, POOL_KEY, QUERY, Client, FakeBackend, bare_command, startd_prelude, token, write_token
 
 from startd.cedar import Outcome
-from startd.cedar.classad_wire import get_classad, put_classad
-from startd.cedar.codec import Decoder, Encoder
 from startd.classad import ClassAd
 from startd.security.tokens import mint
 
@@ -187,18 +183,6 @@ def test_read_requires_authentication_when_configured(cedar_server, client: Clie
     assert len(client.run(QUERY + f"result = query({server.address!r})")) == 3
 
 
-def _bare_command(port: int, number: int, ad: ClassAd) -> ClassAd:
-    enc = Encoder(False).put_int(number)
-    put_classad(enc, ad)
-    body = enc.getvalue()
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(struct.pack(">Bi", 1, len(body)) + body)
-        f = s.makefile("rb")
-        header = f.read(5)
-        data = f.read(struct.unpack(">i", header[1:])[0])
-    return get_classad(Decoder(data, False))
-
-
 @pytest.mark.parametrize("error,code", [("draining already in progress", 10001),
                                         ("draining check expression is false on slot1", 10003)])
 def test_drain_refusal_carries_the_error_string_and_code(cedar_server, error: str, code: int) -> None:
@@ -208,7 +192,7 @@ def test_drain_refusal_carries_the_error_string_and_code(cedar_server, error: st
     backend.answer = lambda cmd: Outcome(False, error, {"error_code": code})
     server = cedar_server("ALLOW_ADMINISTRATOR = unauthenticated@unmapped\nSEC_DEFAULT_AUTHENTICATION = OPTIONAL\n"
                           "ALLOW_READ = *\n", backend=backend)
-    reply = _bare_command(server.port, 512, ClassAd({"HowFast": 0}))
+    reply = bare_command(server.port, 512, ClassAd({"HowFast": 0}))
     assert reply.evaluate("Result") is False
     assert reply.evaluate("ErrorString") == error and reply.evaluate("ErrorCode") == code
     assert "RequestID" not in reply
@@ -222,8 +206,8 @@ def test_cancel_drain_reply(cedar_server) -> None:
                                   Outcome(False, "No matching draining request id 9.", {"error_code": 10002}))
     server = cedar_server("ALLOW_ADMINISTRATOR = unauthenticated@unmapped\nSEC_DEFAULT_AUTHENTICATION = OPTIONAL\n"
                           "ALLOW_READ = *\n", backend=backend)
-    ok = _bare_command(server.port, 513, ClassAd({"RequestID": "1"}))
+    ok = bare_command(server.port, 513, ClassAd({"RequestID": "1"}))
     assert ok.evaluate("Result") is True and list(ok) == ["Result"]
-    reply = _bare_command(server.port, 513, ClassAd({"RequestID": "9"}))
+    reply = bare_command(server.port, 513, ClassAd({"RequestID": "9"}))
     assert reply.evaluate("Result") is False and reply.evaluate("ErrorCode") == 10002
 

@@ -47,14 +47,24 @@ def _closures(logs: list[dict]) -> list[dict]:
     return [e for e in logs if e["event"] == "cedar connection closed"]
 
 
+def _packet(body: bytes) -> bytes:
+    """``body`` as one ReliSock packet, the last of its message."""
+    return struct.pack(">Bi", 1, len(body)) + body
+
+
+def _sent_and_closed(port: int, data: bytes) -> list[dict]:
+    """What the server logged while ``data`` was sent on a new connection, which it must close within 5 s."""
+    with structlog.testing.capture_logs() as logs:
+        with _connect(port) as s:
+            s.sendall(data)
+            assert _closed_within(s, 5)
+    return logs
+
+
 def test_garbage_bytes_close_the_connection(cedar_server, client: Client) -> None:
     """An unrecognised packet header (rcv_packet: the end flag is 0..10): closed, logged once."""
     server = cedar_server()
-    with structlog.testing.capture_logs() as logs:
-        with _connect(server.port) as s:
-            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert _closed_within(s, 5)
-    [closed] = _closures(logs)
+    [closed] = _closures(_sent_and_closed(server.port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
     assert "unrecognised packet header" in closed["reason"]
     _still_answers(server, client)
 
@@ -62,11 +72,7 @@ def test_garbage_bytes_close_the_connection(cedar_server, client: Client) -> Non
 def test_a_packet_over_one_mebibyte_is_refused_before_its_body_is_read(cedar_server, client: Client) -> None:
     """rcv_packet: a body over 1 MiB is refused from its header alone."""
     server = cedar_server()
-    with structlog.testing.capture_logs() as logs:
-        with _connect(server.port) as s:
-            s.sendall(struct.pack(">Bi", 1, 1024 * 1024 + 1) + b"x" * 100)
-            assert _closed_within(s, 5)
-    [closed] = _closures(logs)
+    [closed] = _closures(_sent_and_closed(server.port, struct.pack(">Bi", 1, 1024 * 1024 + 1) + b"x" * 100))
     assert "over the 1 MiB limit" in closed["reason"]
     _still_answers(server, client)
 
@@ -75,11 +81,7 @@ def test_a_large_message_before_authorization_is_refused_from_its_header(cedar_s
     """Before the client is authorized a message may hold 64 KiB: a header announcing more is refused at
     once, so an unauthenticated client never makes the server hold more than that."""
     server = cedar_server()
-    with structlog.testing.capture_logs() as logs:
-        with _connect(server.port) as s:
-            s.sendall(struct.pack(">Bi", 0, 60 * 1024) + b"\0" * (60 * 1024) + struct.pack(">Bi", 1, 8 * 1024))
-            assert _closed_within(s, 5)
-    [closed] = _closures(logs)
+    [closed] = _closures(_sent_and_closed(server.port, struct.pack(">Bi", 0, 60 * 1024) + b"\0" * (60 * 1024) + struct.pack(">Bi", 1, 8 * 1024)))
     assert "more than 65536 bytes" in closed["reason"]
 
 
@@ -143,11 +145,7 @@ def test_a_security_ad_with_an_expression_is_refused(cedar_server, client: Clien
     enc = Encoder(False).put_int(60010)
     put_classad(enc, ad)
     body = enc.getvalue()
-    with structlog.testing.capture_logs() as logs:
-        with _connect(server.port) as s:
-            s.sendall(struct.pack(">Bi", 1, len(body)) + body)
-            assert _closed_within(s, 5)
-    [closed] = _closures(logs)
+    [closed] = _closures(_sent_and_closed(server.port, _packet(body)))
     assert "is not a literal" in closed["reason"]
     _still_answers(server, client)
 
@@ -157,11 +155,7 @@ def test_a_security_ad_of_too_many_attributes_is_refused(cedar_server) -> None:
     server = cedar_server()
     enc = Encoder(False).put_int(60010).put_int(101)
     body = enc.getvalue()
-    with structlog.testing.capture_logs() as logs:
-        with _connect(server.port) as s:
-            s.sendall(struct.pack(">Bi", 1, len(body)) + body)
-            assert _closed_within(s, 5)
-    [closed] = _closures(logs)
+    [closed] = _closures(_sent_and_closed(server.port, _packet(body)))
     assert "announces 101 attributes" in closed["reason"]
 
 
@@ -170,8 +164,5 @@ def test_an_unregistered_command_is_closed(cedar_server) -> None:
     the connection is closed, logged once."""
     server = cedar_server()
     body = Encoder(False).put_int(442).getvalue()
-    with structlog.testing.capture_logs() as logs:
-        with _connect(server.port) as s:
-            s.sendall(struct.pack(">Bi", 1, len(body)) + body)
-            assert _closed_within(s, 5)
+    logs = _sent_and_closed(server.port, _packet(body))
     assert [e["number"] for e in logs if e["event"] == "unregistered command"] == [442]

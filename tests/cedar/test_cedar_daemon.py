@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cedarkit import QUERY, Client, Relay, startd_prelude
+from cedarkit import QUERY, Client, Relay, bare_command, startd_prelude
 from daemonkit import DaemonProcess, cli, events, request, wait_for, write_config
 
 from startd import config
@@ -315,22 +315,12 @@ async def test_cedar_port_knobs(daemon_process, tmp_path: Path, topic_root: str)
 
 def _bare_reply(port: int, number: int, attrs: dict[str, Any], exprs: dict[str, str] | None = None) -> dict[str, Any]:
     """A bare command (no negotiation) with its ad, and the reply ad as a dict."""
-    from startd.cedar.classad_wire import get_classad, put_classad
-    from startd.cedar.codec import Decoder, Encoder
     from startd.classad import ClassAd
 
     ad = ClassAd(attrs)
     for k, v in (exprs or {}).items():
         ad.set_expr(k, v)
-    enc = Encoder(False).put_int(number)
-    put_classad(enc, ad)
-    body = enc.getvalue()
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(struct.pack(">Bi", 1, len(body)) + body)
-        f = s.makefile("rb")
-        header = f.read(5)
-        data = f.read(struct.unpack(">i", header[1:])[0])
-    reply = get_classad(Decoder(data, False))
+    reply = bare_command(port, number, ad)
     return {k: reply.evaluate(k) for k in reply}
 
 
