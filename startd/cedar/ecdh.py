@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import binascii
 
-from ..security.keys import hkdf_sha256
 from .framing import CedarError
 
 __all__ = ["KeyExchange", "SESSION_KEY_BYTES"]
@@ -53,4 +52,9 @@ class KeyExchange:
         except (binascii.Error, ValueError):
             raise CedarError("the peer's ECDHPublicKey is not a P-256 public key") from None
         secret = self._private.exchange(ec.ECDH(), public)
-        return hkdf_sha256(secret, salt=b"htcondor", info=b"keygen", length=SESSION_KEY_BYTES)
+        # the crypto library is loaded by the exchange already: its HKDF derives the key
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+        return HKDF(algorithm=hashes.SHA256(), length=SESSION_KEY_BYTES, salt=b"htcondor",
+                    info=b"keygen").derive(secret)

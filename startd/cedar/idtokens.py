@@ -26,7 +26,6 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from ..security.keys import hkdf_sha256
 from ..security.tokens import TokenError, verify_unsigned
 from ..security.wire import Identity
 from .codec import Decoder, Encoder
@@ -91,7 +90,11 @@ class AuthOutcome:
 
 
 def _hkdf(signature: bytes, seed: bytes, token: bytes, info: bytes) -> bytes:
-    return hkdf_sha256(signature, salt=seed + token, info=info)
+    # lazy: the crypto library is loaded by a CEDAR session (its key exchange needs it too), not at start
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=seed + token, info=info).derive(signature)
 
 
 def _hmac(key: bytes, data: bytes) -> bytes:

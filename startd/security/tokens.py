@@ -251,13 +251,13 @@ def _claims_as_pyjwt(unsigned: str, header: dict[str, Any], payload: dict[str, A
         raise TokenError("malformed token: InvalidJTIError")
 
 
-def _claims_by_pyjwt(unsigned: str, key: bytes, signature: bytes) -> dict[str, Any]:
+def _claims_by_pyjwt(unsigned: str, key: bytes, signature: bytes) -> None:
     """:func:`_claims_as_pyjwt` by PyJWT itself (the times are checked by the caller against its ``now``,
     which PyJWT cannot be given)."""
     import jwt  # lazy: PyJWT, with every algorithm's module, is loaded only for a key it must judge itself
 
     try:
-        return jwt.decode(
+        jwt.decode(
             f"{unsigned}.{b64url_encode(signature)}", key, algorithms=["HS256"],
             options={"verify_signature": True, "verify_exp": False, "verify_iat": False,
                      "verify_nbf": False, "verify_aud": False, "verify_iss": False,
