@@ -50,6 +50,8 @@ from .packed import Packer
 LISTENER = "default"
 #: how long the broker's own shutdown may take before the process simply exits (its sockets close with it)
 SHUTDOWN_TIMEOUT = 1.0
+#: before it shuts down, how long the broker may take to deliver what it was handed (the reply to ``off``)
+DRAIN_TIMEOUT = 0.5
 #: at most one report of refused packets a second (a client that keeps trying is not a flood of lines)
 REPORT_EVERY = 1.0
 #: how often the broker hands the memory its bursts freed back to the system (glibc's malloc_trim)
@@ -324,6 +326,19 @@ async def _follow_daemon(limit: PacketLimit) -> None:
         say("limit", max_packet_bytes=limit.bytes)
 
 
+async def _delivered(broker: Broker, timeout: float) -> None:
+    """Until every message the broker was handed has gone out to its subscribers, within ``timeout``.
+    amqtt's shutdown disconnects its clients first and drops what its broadcast loop still holds: the reply
+    to the command that stopped the daemon, published just before, would not reach the client waiting for
+    it."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        if broker._broadcast_queue.empty() and all(t.done() for t in broker._tasks_queue):
+            return
+        await asyncio.sleep(0.01)
+
+
 async def serve(settings: Settings) -> None:
     """Run the broker on the inherited socket until standard input closes."""
     broker = StartdBroker(_config(settings))
@@ -359,6 +374,7 @@ async def serve(settings: Settings) -> None:
         trimming.cancel()
         server.close()
         with contextlib.suppress(BaseException):
+            await _delivered(broker, DRAIN_TIMEOUT)
             await asyncio.wait_for(broker.shutdown(), SHUTDOWN_TIMEOUT)
 
 

@@ -110,6 +110,35 @@ async def test_embedded_broker_stops_listening() -> None:
             pass
 
 
+async def test_what_the_embedded_broker_acknowledged_reaches_its_subscribers_before_it_stops() -> None:
+    # the reply to `off`: published (and acknowledged) just before the daemon stops its broker, it still
+    # reaches the client waiting for it (amqtt's own shutdown disconnects clients first, dropping it)
+    for _ in range(5):
+        broker = EmbeddedBroker(port=0)
+        await broker.start()
+        try:
+            async with aiomqtt.Client("127.0.0.1", broker.port, timeout=5) as sub:  # type: ignore[arg-type]
+                await sub.subscribe("t/reply", qos=1)
+                async with aiomqtt.Client("127.0.0.1", broker.port, timeout=5) as pub:  # type: ignore[arg-type]
+                    for i in range(50):  # the ads cleared as the daemon stops, then its reply
+                        await pub.publish("t/reply", f"{i}".encode() * 1000, qos=0)
+                    await pub.publish("t/reply", b"the reply", qos=1)
+                    await broker.stop()
+                got: list[bytes] = []
+
+                async def until_the_reply() -> None:
+                    async for m in sub.messages:
+                        got.append(m.payload)  # type: ignore[arg-type]
+                        if m.payload == b"the reply":
+                            return
+
+                with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+                    await asyncio.wait_for(until_the_reply(), 5)
+        finally:
+            await broker.stop()
+        assert got[-1:] == [b"the reply"] and len(got) == 51
+
+
 def test_identity_rule_for_command_topics() -> None:
     assert publish_allowed("r/startd/m/command", None) and publish_allowed("r/startd/m/command", "bob")
     assert publish_allowed("r/startd/m/command/bob", "bob")
