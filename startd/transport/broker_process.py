@@ -333,8 +333,14 @@ async def _delivered(broker: Broker, timeout: float) -> None:
     it."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
+    quiet = 0
     while loop.time() < deadline:
-        if broker._broadcast_queue.empty() and all(t.done() for t in broker._tasks_queue):
+        # a message acknowledged to its publisher waits in its session's queue, then in the broadcast queue,
+        # then in a delivery task; between two of them it is in flight for a moment: two quiet looks in a row
+        idle = (all(session.delivered_message_queue.empty() for session, _ in broker._sessions.values())
+                and broker._broadcast_queue.empty() and all(t.done() for t in broker._tasks_queue))
+        quiet = quiet + 1 if idle else 0
+        if quiet >= 2:
             return
         await asyncio.sleep(0.01)
 
