@@ -182,6 +182,7 @@ class JobHandle:
         *,
         key: str = "",
         user: str = "",
+        started: tuple[float, float] | None = None,
     ) -> None:
         self._starter = starter
         self.claim_id = claim_id
@@ -195,8 +196,8 @@ class JobHandle:
         self.sandbox = sandbox
         self.kill_sig = kill_sig
         self._policy = policy
-        self.start_time = time.time()
-        self._t0 = time.monotonic()
+        #: when the process was made: (wall clock, monotonic clock); now when not given
+        self.start_time, self._t0 = started if started is not None else (time.time(), time.monotonic())
         self.suspended = False
         self._suspended_since: float | None = None
         self.suspended_seconds = 0.0

@@ -30,6 +30,7 @@ import re
 import secrets
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +265,9 @@ class Starter:
                 popen = await create_process(spec, cgroup_procs_fd=procs_fd, timeout=self.launch_timeout)
             except LaunchError as e:
                 raise StartError(e.reason) from None
+            # The job's clock starts as soon as the process exists, before the state record is written
+            # (OsProc::StartJob stamps job_start_time right after Create_Process).
+            started = (time.time(), time.monotonic())
             if procs_fd is not None:
                 os.close(procs_fd)
                 procs_fd = None
@@ -276,7 +280,7 @@ class Starter:
             family = ProcessFamily(popen.pid, token, cgroup, login_uid)
             await self._record(claim_id, popen.pid, token, cgroup, sandbox, key, login_uid)
             handle = JobHandle(self, claim_id, popen, family, sandbox, desc.kill_sig, policy, key=key,
-                               user=account.name)
+                               user=account.name, started=started)
             self.handles[claim_id] = handle
             if plan is not None:
                 handle.transfer_out = _output_transfer(plan, str(sandbox), account)

@@ -56,6 +56,21 @@ async def test_job_runs_to_completion_with_exit_code_and_usage(starter, execute,
     assert "c1" not in starter.handles
 
 
+async def test_job_duration_counts_from_the_moment_the_process_is_made(starter, execute, monkeypatch):
+    """OsProc::StartJob stamps job_start_time right after Create_Process: whatever the starter does
+    afterwards (here a slow state record) is part of the job's wall time, not missing from it."""
+    slow_record = starter._record
+
+    async def _record(*args, **kwargs):
+        await asyncio.sleep(0.4)
+        await slow_record(*args, **kwargs)
+
+    monkeypatch.setattr(starter, "_record", _record)
+    h = await starter.start("c1", ad('Cmd = "/bin/sh"; Arguments = "-c \'exit 0\'"'), execute, AS_SLOT)
+    r = await h.wait()
+    assert r.exit_code == 0 and r.usage["JobDuration"] >= 0.4
+
+
 async def test_job_killed_by_a_signal_reports_exit_signal(starter, execute):
     h = await starter.start("c1", ad('Cmd = "/bin/sh"; Arguments = "-c \'kill -USR1 $$\'"'), execute, AS_SLOT)
     r = await h.wait()
