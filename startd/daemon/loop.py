@@ -169,6 +169,22 @@ def _default_cron_runner() -> CronRunner:
 # --- the loop ------------------------------------------------------------------------------------------
 
 
+def _measure_jobs(running: list[tuple[str, JobHandle]]) -> list[tuple[str, JobHandle, dict[str, Any]]]:
+    """Measure the running jobs, in one go (the daemon runs this in a thread): one scan of /proc serves
+    every job without a cgroup, as the procd's snapshot serves every family. A job that vanishes while it
+    is measured is left out."""
+    snap = scan_processes() if len(running) > 1 else None
+    out = []
+    for claim_id, handle in running:
+        if not handle.running:
+            continue
+        try:
+            out.append((claim_id, handle, handle.measure(snap)))
+        except Exception as e:  # noqa: BLE001 - a job vanishing under psutil is not the daemon's end
+            log.debug("job usage not measured", error=repr(e))
+    return out
+
+
 class DaemonLoop(AdPublishing, CommandHandling):
     """The startd's event loop: engine, starter, sampler, transport and cron runner, the driver that feeds the
     engine and carries out its outputs, the jobs, the commands and the clock. :class:`startd.daemon.shell.Daemon`
@@ -515,16 +531,8 @@ class DaemonLoop(AdPublishing, CommandHandling):
         if self.starter.registry is not None and self.starter.registry.dirty:
             await loop.run_in_executor(None, self.starter.flush)
         running = [(claim_id, h) for claim_id, h in list(self.starter.handles.items()) if h.running]
-        # one scan of /proc for every job without a cgroup, as the procd's snapshot serves every family
-        snap = await loop.run_in_executor(None, scan_processes) if len(running) > 1 else None
-        for claim_id, handle in running:
-            if not handle.running:
-                continue
-            try:
-                usage = await loop.run_in_executor(None, handle.measure, snap)
-            except Exception as e:  # noqa: BLE001 - a job vanishing under psutil is not the daemon's end
-                log.debug("job usage not measured", error=repr(e))
-                continue
+        measured = await loop.run_in_executor(None, _measure_jobs, running) if running else []
+        for claim_id, handle, usage in measured:
             if not handle.running:
                 continue  # it ended while it was measured: its exit is the last word
             load = float(usage.pop("CondorLoadAvg", 0.0))

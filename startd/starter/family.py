@@ -38,7 +38,9 @@ from .procscan import (
     CLK_TCK,
     PAGE_KB,
     ProcStat,
+    Scan,
     has_marker,
+    index_by,
     marker_bytes,
     pss_kb,
     read_stat,
@@ -253,8 +255,11 @@ class ProcessFamily:
                     found[pid] = st
             root = snap.get(self.root_pid)
             root_alive = root is not None and root.start == self.root_start
-            for pid, st in snap.items():
-                if st.sid != self.sid or pid in found or st.start < self.root_start:
+            in_session = snap.session(self.sid) if isinstance(snap, Scan) else [
+                st for st in snap.values() if st.sid == self.sid]
+            for st in in_session:
+                pid = st.pid
+                if pid in found or st.start < self.root_start:
                     continue
                 # Once the root is gone its pid (the session id) may be reused by a stranger's new
                 # session: then only the marker proves membership.
@@ -381,9 +386,7 @@ class ProcessFamily:
 
 def _add_descendants(found: dict[int, ProcStat], snap: dict[int, ProcStat]) -> None:
     """Add to ``found`` every process of ``snap`` descended from one of its members."""
-    children: dict[int, list[ProcStat]] = {}
-    for st in snap.values():
-        children.setdefault(st.ppid, []).append(st)
+    children = snap.children() if isinstance(snap, Scan) else index_by(snap, "ppid")
     stack = list(found)
     while stack:
         for child in children.get(stack.pop(), ()):

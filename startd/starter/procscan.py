@@ -85,6 +85,28 @@ class Scan(dict[int, ProcStat]):
     def __init__(self) -> None:
         super().__init__()
         self.environ: dict[int, bytes | None] = {}
+        self._children: dict[int, list[ProcStat]] | None = None
+        self._sessions: dict[int, list[ProcStat]] | None = None
+
+    def children(self) -> dict[int, list[ProcStat]]:
+        """parent pid -> its children in this scan, worked out once for every family that looks."""
+        if self._children is None:
+            self._children = index_by(self, "ppid")
+        return self._children
+
+    def session(self, sid: int) -> list[ProcStat]:
+        """The processes of session ``sid`` in this scan (the index is worked out once)."""
+        if self._sessions is None:
+            self._sessions = index_by(self, "sid")
+        return self._sessions.get(sid, [])
+
+
+def index_by(snap: dict[int, ProcStat], field: str) -> dict[int, list[ProcStat]]:
+    """The processes of ``snap`` grouped by one of their fields (``ppid``, ``sid``)."""
+    out: dict[int, list[ProcStat]] = {}
+    for st in snap.values():
+        out.setdefault(getattr(st, field), []).append(st)
+    return out
 
 
 def snapshot() -> Scan:

@@ -123,6 +123,31 @@ def test_orphans_reparented_to_the_daemon_are_reaped_but_never_its_own_children(
     assert only_own_left == "True" and own_code.strip() == "3"  # our child's status was kept for us
 
 
+_CHILDREN_SCRIPT = textwrap.dedent("""
+    import subprocess, threading
+    import psutil
+    from startd.daemon.supervise import own_children
+    kids = [subprocess.Popen(["sleep", "30"]) for _ in range(3)]
+    made = []
+    t = threading.Thread(target=lambda: made.append(subprocess.Popen(["sleep", "30"])))
+    t.start(); t.join()          # its thread has ended: the child passed to another thread of the process
+    kids += made
+    mine = sorted(own_children())
+    print(mine == sorted(k.pid for k in kids) == sorted(c.pid for c in psutil.Process().children()))
+    for k in kids:
+        k.kill(); k.wait()
+""")
+
+
+def test_the_reaper_lists_its_children_from_each_threads_children_file() -> None:
+    """proc(5) /proc/<pid>/task/<tid>/children: every child of the process, including one made by a thread
+    that has ended since, as psutil's scan of the whole process table finds them."""
+    out = subprocess.run([sys.executable, "-c", _CHILDREN_SCRIPT], cwd=str(REPO), capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "True"
+
+
 def test_health_file_verdicts(tmp_path: Path) -> None:
     path = tmp_path / ".startd_health"
     now = 1_000_000.0

@@ -61,3 +61,21 @@ def test_a_family_ignores_processes_older_than_its_first_one():
         for p in (old, root):
             p.kill()
             p.wait()
+
+
+def test_one_scan_groups_its_processes_by_parent_and_by_session_for_every_family():
+    """A scan serves every family measured at a poll (as the procd's snapshot does): its parent and session
+    indexes hold exactly the processes a filter over the whole scan finds."""
+    p = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"], start_new_session=True)
+    try:
+        time.sleep(0.3)
+        snap = snapshot()
+        kids = sorted(st.pid for st in snap.children().get(p.pid, []))
+        assert len(kids) == 2 and kids == sorted(pid for pid, st in snap.items() if st.ppid == p.pid)
+        assert sorted(st.pid for st in snap.session(p.pid)) == sorted([p.pid, *kids])
+        assert snap.session(-1) == []
+        for sid in {st.sid for st in snap.values()}:
+            assert [st.pid for st in snap.session(sid)] == [pid for pid, st in snap.items() if st.sid == sid]
+    finally:
+        os.killpg(p.pid, 9)
+        p.wait()
