@@ -119,6 +119,7 @@ class StartdSettings(_Model):
     startd_slot_attrs: list[str] = Field(default_factory=list)
     startd_latch_exprs: list[str] = Field(default_factory=list)
     enable_backfill: bool = False
+    use_pss: bool = False  # USE_PSS: the starter measures each job's ProportionalSetSizeKb
     backfill_system: str | None = None
     cron_jobs: dict[str, CronJob] = Field(default_factory=dict)
     benchmarks: dict[str, CronJob] = Field(default_factory=dict)
@@ -291,6 +292,7 @@ def build_settings(conf: Knobs) -> StartdSettings:
         startd_slot_attrs=_list(conf, "STARTD_SLOT_ATTRS"),
         startd_latch_exprs=_list(conf, "STARTD_LATCH_EXPRS"),
         enable_backfill=_bool(conf, "ENABLE_BACKFILL", False),
+        use_pss=_bool(conf, "USE_PSS", False),
         backfill_system=conf.get("BACKFILL_SYSTEM"),
         cron_jobs=_cron_jobs(conf, "STARTD_CRON_JOBLIST", "STARTD_CRON"),
         benchmarks=_cron_jobs(conf, "BENCHMARKS_JOBLIST", "BENCHMARKS"),

@@ -211,7 +211,8 @@ class DaemonLoop(AdPublishing, CommandHandling):
         # BASE_CGROUP set empty turns cgroups off, as in HTCondor: each job's processes are then tracked
         # by their session and the family marker in their environment
         self.starter = Starter(self.dirs.spool, polling_interval=self.polling_interval,
-                               use_cgroups=False if conf.get("BASE_CGROUP") is None else None)
+                               use_cgroups=False if conf.get("BASE_CGROUP") is None else None,
+                               use_pss=conf.settings().use_pss)
         self.sampler = self._make_sampler(conf)
         #: the startd's Sinful string (MyAddress, StartdIpAddr), known once the transport is open
         self.address = ""
@@ -494,6 +495,7 @@ class DaemonLoop(AdPublishing, CommandHandling):
         self.knobs = Knobs(new, self.dirs.overrides())
         self._read_intervals(new)
         self.starter.polling_interval = self.polling_interval
+        self.starter.use_pss = new.settings().use_pss
         if self.transport is not None:
             try:
                 self.transport.reconfigure(self.knobs)

@@ -88,6 +88,8 @@ class SimStarters:
     """The simulator's starters and their jobs. The simulator (``startd.sim.simulator.Simulator``) inherits
     these; it owns the state they work on, the clock and the event printer."""
 
+    engine: Any
+    conf: Any
     jobs: dict[str, SimJob]
     _exit_heap: list[tuple[float, int, int, SimJob]]
     _usage_heap: list[tuple[float, int, int, SimJob]]
@@ -103,6 +105,12 @@ class SimStarters:
     def polling_interval(self) -> float:
         """POLLING_INTERVAL as the engine reads it now: the cadence of the starter's usage updates."""
         raise NotImplementedError
+
+    def use_pss(self) -> bool:
+        """USE_PSS as the configuration reads it now (after any reconfig; default False): the starter's
+        updates carry ProportionalSetSizeKb only then, as the daemon's starter measures it only then."""
+        conf = getattr(self.engine, "conf", None) or self.conf
+        return bool(conf.settings().use_pss)
 
     # --- simulated jobs -------------------------------------------------------------------------
 
@@ -198,7 +206,8 @@ class SimStarters:
         profiles = job.params.usage
         if profiles is None:
             return {}
-        usage, job.peak_rss_kb = measure(profiles, job.running_time(self.now), job.params.load, job.peak_rss_kb)
+        usage, job.peak_rss_kb = measure(profiles, job.running_time(self.now), job.params.load, job.peak_rss_kb,
+                                         self.use_pss())
         job.next_usage = self.now + self.polling_interval() if job.resumed_at is not None else None
         return usage
 

@@ -7,9 +7,11 @@ while the job is suspended (a SIGSTOPped process keeps its memory, but does not 
 
 From a profile, :func:`measure` makes what VanillaProc::PublishUpdateAd sends in the starter's periodic
 update: ResidentSetSize (KB, the peak of what was measured so far, as VanillaProc keeps max_rss),
-ProportionalSetSizeKb and ImageSize (KB, never below the RSS), DiskUsage (KB), CpusUsage and
-RemoteUserCpu/RemoteSysCpu (CPU seconds: the cores in use integrated over the running time). MemoryUsage is
-not among them: the startd's side adds MEMORY_USAGE_METRIC to every update, as the real starter does.
+ImageSize (KB, never below the RSS), DiskUsage (KB), CpusUsage and RemoteUserCpu/RemoteSysCpu (CPU seconds:
+the cores in use integrated over the running time), and ProportionalSetSizeKb (the same peak) only under
+USE_PSS = True: HTCondor's procd reads a job's smaps only then (``ProcAPI::getPSSInfo``), and
+VanillaProc::PublishUpdateAd assigns ProportionalSetSizeKb only when it was measured. MemoryUsage is not
+among them: the startd's side adds MEMORY_USAGE_METRIC to every update, as the real starter does.
 """
 
 from __future__ import annotations
@@ -117,15 +119,18 @@ class UsageProfiles:
     cpus: Profile | None = None
 
 
-def measure(profiles: UsageProfiles, ran: float, load: float, peak_rss_kb: int) -> tuple[dict[str, Any], int]:
+def measure(profiles: UsageProfiles, ran: float, load: float, peak_rss_kb: int,
+            pss: bool = False) -> tuple[dict[str, Any], int]:
     """What the starter reports after ``ran`` seconds of running, and the new peak RSS (KB). ``peak_rss_kb``
-    is the peak of the earlier updates: like VanillaProc's max_rss, only what was measured counts."""
+    is the peak of the earlier updates: like VanillaProc's max_rss, only what was measured counts. ``pss``
+    (USE_PSS) adds ProportionalSetSizeKb."""
     usage: dict[str, Any] = {}
     peak = peak_rss_kb
     if profiles.memory is not None:
         peak = max(peak, _kb(profiles.memory.at(ran)))
         usage["ResidentSetSize"] = peak
-        usage["ProportionalSetSizeKb"] = peak
+        if pss:
+            usage["ProportionalSetSizeKb"] = peak
         usage["ImageSize"] = peak
     if profiles.disk is not None:
         usage["DiskUsage"] = _kb(profiles.disk.at(ran))

@@ -98,7 +98,8 @@ class OwnerPolicy:
 class JobResult:
     """How a job ended. ``usage`` holds the job-ad attributes of the run: ExitCode or ExitSignal,
     ExitBySignal, RemoteUserCpu, RemoteSysCpu, ImageSize, ResidentSetSize, ProportionalSetSizeKb
-    (when known), DiskUsage, NumPids, JobDuration, CumulativeSuspensionTime, TotalSuspensions."""
+    (when measured: USE_PSS), DiskUsage, NumPids, JobDuration, CumulativeSuspensionTime,
+    TotalSuspensions."""
 
     claim_id: str
     exit_code: int | None
@@ -163,6 +164,7 @@ class _StarterSide(Protocol):
 
     ncpus: int
     polling_interval: float
+    use_pss: bool
 
     async def _cleanup(self, handle: JobHandle) -> None: ...
 
@@ -331,7 +333,7 @@ class JobHandle:
                 "TotalSuspensions": self.num_suspensions,
                 "ExitBySignal": sig is not None,
             }
-            if self._peak_pss is not None:
+            if self._starter.use_pss and self._peak_pss is not None:
                 usage["ProportionalSetSizeKb"] = self._peak_pss
         if sig is not None:
             usage["ExitSignal"] = sig
@@ -447,14 +449,16 @@ class JobHandle:
     def measure(self, snap: dict[int, ProcStat] | None = None) -> dict[str, Any]:
         """The job's resource use, as ``VanillaProc::PublishUpdateAd`` publishes it: RemoteUserCpu,
         RemoteSysCpu (s, cumulative), ImageSize, ResidentSetSize and ProportionalSetSizeKb (KB,
-        peaks; PSS only when readable; with a cgroup's memory controller its peak counts when it is
-        larger), DiskUsage (KB, the sandbox's files, as ``JICShadow::publishUpdateAd``), NumPids,
-        JobDuration (s), CpusUsage (cores used since the previous measurement), PercentCpu (the same
+        peaks; with a cgroup's memory controller its peak counts when it is larger; PSS only under the
+        starter's ``use_pss``, USE_PSS, as the procd reads smaps only then (``ProcAPI::getPSSInfo``),
+        and only when readable), DiskUsage (KB, the sandbox's files, as ``JICShadow::publishUpdateAd``),
+        NumPids, JobDuration (s), CpusUsage (cores used since the previous measurement), PercentCpu (the same
         in percent) and CondorLoadAvg (its share of the machine's load average, smoothed over a
         minute as the startd does). ``snap``: a scan of /proc taken for every job measured at this poll
         (see ProcessFamily.members). Blocks (reads /proc, walks the sandbox) and is thread-safe: the
         daemon runs it in an executor."""
-        fu = self.family.usage(thorough=True, pss=True, snap=snap)
+        pss = self._starter.use_pss
+        fu = self.family.usage(thorough=True, pss=pss, snap=snap)
         cg_mem = self.family.cgroup.memory_kb() if self.family.cgroup is not None else None
         disk = directory_size(self.sandbox)
         loadavg = os.getloadavg()[0]
@@ -466,7 +470,7 @@ class JobHandle:
             self._last_cpu = (now_m, cpu)
             self._peak_image = max(self._peak_image, fu.image_size_kb)
             self._peak_rss = max(self._peak_rss, fu.rss_kb, cg_mem[1] if cg_mem else 0)
-            if fu.pss_kb is not None:
+            if pss and fu.pss_kb is not None:
                 self._peak_pss = max(self._peak_pss or 0, fu.pss_kb)
             self._disk_kb = (disk + 1023) // 1024
             self.condor_load = self._load.update(time.time(), cores * 100.0, self._starter.ncpus, loadavg)
@@ -482,7 +486,7 @@ class JobHandle:
                 "PercentCpu": round(cores * 100.0, 3),
                 "CondorLoadAvg": round(self.condor_load, 6),
             }
-            if self._peak_pss is not None:
+            if pss and self._peak_pss is not None:
                 usage["ProportionalSetSizeKb"] = self._peak_pss
         return usage
 

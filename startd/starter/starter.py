@@ -109,7 +109,10 @@ class Starter:
     reads after a crash; None keeps no record. ``ncpus`` is the machine's CPU count for
     CondorLoadAvg (default: detected). ``use_cgroups`` None uses cgroups when possible.
     ``launch_timeout``: how long a job may take to get from fork to exec (entering its Iwd, opening
-    its files) before the start is given up.
+    its files) before the start is given up. ``use_pss`` (USE_PSS, default False as in HTCondor):
+    each measurement also reads every job process's /proc/<pid>/smaps_rollup and the job's usage
+    carries ProportionalSetSizeKb; without it no smaps is read and there is no
+    ProportionalSetSizeKb. Read at each measurement, so a change reaches the running jobs.
     """
 
     def __init__(
@@ -121,11 +124,13 @@ class Starter:
         use_cgroups: bool | None = None,
         cgroup_parent: str | os.PathLike[str] | None = None,
         launch_timeout: float = 30.0,
+        use_pss: bool = False,
     ) -> None:
         self.registry = JobRegistry(state_dir) if state_dir is not None else None
         self.state_dir = Path(state_dir) if state_dir is not None else None
         self.ncpus = ncpus or detected_cpus()
         self.polling_interval = polling_interval
+        self.use_pss = use_pss
         self.use_cgroups = use_cgroups
         self.cgroup_parent = Path(cgroup_parent) if cgroup_parent is not None else None
         self.launch_timeout = launch_timeout

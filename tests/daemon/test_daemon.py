@@ -242,6 +242,29 @@ async def test_reconfig_command_with_a_broken_configuration_keeps_the_old_one(em
                    "IS_OWNER = True to take the slot to Owner")
 
 
+async def test_a_jobs_pss_is_measured_only_under_use_pss_and_follows_a_reconfig(embedded_broker: str, start_daemon,
+                                                                              topic_root: str, tmp_path: Path) -> None:
+    # USE_PSS defaults to False (ProcFamilyProxy::start_procd passes _condor_USE_PSS=TRUE only under
+    # param_boolean("USE_PSS", false); ProcAPI::getPSSInfo reads no smaps without it), so the starter's update
+    # (VanillaProc::PublishUpdateAd) has no ProportionalSetSizeKb; the daemon reads the knob again on a reconfig
+    d = await start_daemon(embedded_broker, topic_root)
+    claim_id, slot = await _claim_and_start(d, embedded_broker, topic_root, ["/bin/sleep", "60"])
+    assert d.engine is not None
+
+    def measured(attr: str) -> bool:
+        assert d.engine is not None
+        return isinstance(d.engine.slot_ad(slot).evaluate(attr), int)
+    await wait_for(lambda: measured("ResidentSetSize"), 5, "the job's usage in its slot ad")
+    await asyncio.sleep(1.5)  # POLLING_INTERVAL = 1: more measurements
+    assert not measured("ProportionalSetSizeKb")
+    path = tmp_path / "startd.config"
+    path.write_text(path.read_text() + "USE_PSS = True\n")
+    assert await d.reconfigure()
+    await wait_for(lambda: measured("ProportionalSetSizeKb"), 5, "ProportionalSetSizeKb once USE_PSS is True")
+    r = await request(embedded_broker, topic_root, "m1", {"command": "release_claim", "claim_id": claim_id})
+    assert r["ok"], r
+
+
 async def test_metrics_endpoint_serves_prometheus_text(embedded_broker: str, start_daemon, topic_root: str) -> None:
     d = await start_daemon(embedded_broker, topic_root, "STARTD_METRICS_PORT = 0\n")
     assert d.metrics.port

@@ -28,7 +28,8 @@ def test_memory_usage_follows_the_measured_resident_set_size() -> None:
 
 
 def test_memory_usage_metric_is_the_administrators_expression() -> None:
-    d = running("MEMORY_USAGE_METRIC = ProportionalSetSizeKb / 1024\n")
+    # the starter's update carries ProportionalSetSizeKb under USE_PSS = True
+    d = running("USE_PSS = True\nMEMORY_USAGE_METRIC = ProportionalSetSizeKb / 1024\n")
     d.do(JobUsage(now=12, claim_id="c1", load=1.0,
                   usage={"ResidentSetSize": 300 * 1024, "ProportionalSetSizeKb": 100 * 1024}))
     d.until(13)

@@ -5,6 +5,8 @@ MemoryUsage = MEMORY_USAGE_METRIC ((ResidentSetSize+1023)/1024 MB) in the claim'
 SYSTEM_STARTD_JOB_ATTRS copy it, ResidentSetSize, ImageSize, DiskUsage ... into the slot ad. So
 ``use POLICY : Preempt_If_Memory_Exceeded`` (MemoryUsage > Memory) evicts a job that outgrows its slot
 within two POLLING_INTERVALs, and ``Hold_If_Memory_Exceeded`` does the same with WANT_HOLD true.
+ProportionalSetSizeKb is among them only under USE_PSS = True (default False: ProcAPI::getPSSInfo reads no
+smaps otherwise, and VanillaProc::PublishUpdateAd assigns it only when total_proportional_set_size_available).
 
 The engine evaluates the policy in the step that takes the measurement, so the first published slot ad
 whose MemoryUsage exceeds Memory is already the Preempting one; the eviction is therefore timed from the
@@ -62,8 +64,8 @@ WATCHED = ("State", "Activity", "Memory", "MemoryUsage", "ResidentSetSize", "Ima
            "ProportionalSetSizeKb", "CPUsUsage")
 
 
-def config(policy: str) -> str:
-    return f"POLLING_INTERVAL = {POLLING_INTERVAL:g}\nuse POLICY : {policy}\n"
+def config(policy: str, extra: str = "") -> str:
+    return f"POLLING_INTERVAL = {POLLING_INTERVAL:g}\nuse POLICY : {policy}\n{extra}"
 
 
 def vm_rss_kb(pid: int) -> int | None:
@@ -102,13 +104,13 @@ async def _poll_rss(pid: int, crossed: list[float]) -> None:
         await asyncio.sleep(0.05)
 
 
-async def _outgrow(tmp_path: Path, root: str, policy: str) -> dict[str, Any]:
+async def _outgrow(tmp_path: Path, root: str, policy: str, extra: str = "") -> dict[str, Any]:
     """A job asking for SLOT_MEMORY MB grows to 400 MB (~60 MB/s); what the test saw of it: the queried
     ads, the published ads, the eviction, the job's end."""
     with work_dir() as work:
         script = work / "hog.py"
         script.write_text(HOG)
-        async with running_daemon(tmp_path, root, config(policy)) as d:
+        async with running_daemon(tmp_path, root, config(policy, extra)) as d:
             token: str | None = None
             pids: list[int] = []
             try:
@@ -150,8 +152,8 @@ async def _outgrow(tmp_path: Path, root: str, policy: str) -> dict[str, Any]:
                 kill_marked(token, pids)
 
 
-def _check_eviction(out: dict[str, Any]) -> dict[str, Any]:
-    """What both memory policies promise; returns the published Preempting ad."""
+def _check_eviction(out: dict[str, Any], pss: bool) -> dict[str, Any]:
+    """What both memory policies promise; returns the published Preempting ad. ``pss``: USE_PSS is True."""
     seen, evicted = out["seen"], out["evicted"]
     measured = [(t, ad) for t, ad in seen if isinstance(ad["ResidentSetSize"], int)]
     assert measured, f"the slot ad never carried ResidentSetSize: {seen[:3]}"
@@ -159,7 +161,7 @@ def _check_eviction(out: dict[str, Any]) -> dict[str, Any]:
         assert ad["Memory"] == SLOT_MEMORY
         assert ad["MemoryUsage"] == (ad["ResidentSetSize"] + 1023) // 1024, ad  # MEMORY_USAGE_METRIC
         assert isinstance(ad["ImageSize"], int) and ad["ImageSize"] >= ad["ResidentSetSize"], ad
-        assert isinstance(ad["DiskUsage"], int) and isinstance(ad["ProportionalSetSizeKb"], int), ad
+        assert isinstance(ad["DiskUsage"], int) and isinstance(ad["ProportionalSetSizeKb"], int) == pss, ad
     usage = [ad["MemoryUsage"] for _, ad in measured]
     # rising with the job, as each POLLING_INTERVAL measures it (peaks: never falling)
     assert usage == sorted(usage) and len(set(usage)) >= 2, usage
@@ -183,14 +185,14 @@ def _check_eviction(out: dict[str, Any]) -> dict[str, Any]:
 async def test_preempt_if_memory_exceeded_evicts_a_job_that_outgrows_its_slot(tmp_path: Path,
                                                                               topic_root: str) -> None:
     out = await _outgrow(tmp_path, topic_root, "Preempt_If_Memory_Exceeded")
-    over = _check_eviction(out)
+    over = _check_eviction(out, pss=False)  # USE_PSS left at its default
     assert over["WANT_HOLD"] is not True  # evicted to run elsewhere, not held
 
 
 async def test_hold_if_memory_exceeded_evicts_at_once_with_want_hold_true(tmp_path: Path,
                                                                          topic_root: str) -> None:
-    out = await _outgrow(tmp_path, topic_root, "Hold_If_Memory_Exceeded")
-    over = _check_eviction(out)
+    out = await _outgrow(tmp_path, topic_root, "Hold_If_Memory_Exceeded", "USE_PSS = True\n")
+    over = _check_eviction(out, pss=True)
     assert over["WANT_HOLD"] is True
     assert over["WANT_HOLD_SUBCODE"] == 102 and over["WANT_HOLD_REASON"] == "memory usage exceeded request_memory"
 

@@ -2,7 +2,8 @@
 that the simulator feeds the engine, and the memory, disk and CPU policies it makes fire.
 
 The figures are those of VanillaProc::PublishUpdateAd (src/condor_starter.V6.1/vanilla_proc.cpp):
-ResidentSetSize as the peak measured (max_rss), ImageSize and ProportionalSetSizeKb beside it, CPU seconds;
+ResidentSetSize as the peak measured (max_rss), ImageSize beside it (and ProportionalSetSizeKb, only under
+USE_PSS = True: src/condor_procapi/procapi.cpp:ProcAPI::getPSSInfo reads smaps only then), CPU seconds;
 the startd merges them into the claim's job ad (src/condor_startd.V6/claim.cpp:Claim::receiveJobClassAdUpdate)
 and the policy reads them at its next evaluation (POLLING_INTERVAL, src/condor_startd.V6/ResMgr.cpp).
 The scenario files usage_profile_*.yaml beside this one hold the expectations; these tests check the times
@@ -98,7 +99,7 @@ def test_resident_set_size_is_the_peak_of_what_was_measured() -> None:
     falling = UsageProfiles(memory=parse_profile([[0, 2000], [100, 500]], "memory"))
     usage, peak = measure(falling, 100, 1.0, 0)
     assert usage["ResidentSetSize"] == 500 * 1024 and peak == 500 * 1024
-    usage, peak = measure(falling, 100, 1.0, 2000 * 1024)
+    usage, peak = measure(falling, 100, 1.0, 2000 * 1024, pss=True)
     assert usage["ResidentSetSize"] == usage["ProportionalSetSizeKb"] == usage["ImageSize"] == 2000 * 1024
     assert "MemoryUsage" not in usage  # the startd's side adds MEMORY_USAGE_METRIC
 
@@ -143,7 +144,7 @@ def test_starter_update_every_polling_interval_with_the_measured_figures(tmp_pat
     # at the start and every POLLING_INTERVAL; the exit at t=30 comes first and carries the final figures
     assert [t for t, _ in got] == [10, 15, 20, 25]
     u = got[2][1]  # 10 s of running: 200 MB, 1.5 cores, 1 x 10 + 0.5 x 0.5 x 10 = 12.5 CPU seconds
-    assert u == {"ResidentSetSize": 200 * 1024, "ProportionalSetSizeKb": 200 * 1024, "ImageSize": 200 * 1024,
+    assert u == {"ResidentSetSize": 200 * 1024, "ImageSize": 200 * 1024,  # no ProportionalSetSizeKb: USE_PSS
                  "DiskUsage": 50 * 1024, "CpusUsage": 1.5, "RemoteUserCpu": 12.5, "RemoteSysCpu": 0.0}
     exited = [i for i in engine.inputs if isinstance(i, ev.JobExited)]
     assert len(exited) == 1
@@ -157,6 +158,35 @@ def test_updates_follow_a_reconfigured_polling_interval(tmp_path: Path) -> None:
     assert engine is not None
     # measured at 25 as planned before the reconfiguration, then every 20 s until the exit at 110
     assert [t for t, _ in updates(engine)] == [10, 15, 20, 25, 45, 65, 85, 105]
+
+
+def test_proportional_set_size_is_published_only_with_use_pss_true(tmp_path: Path) -> None:
+    # USE_PSS defaults to False: the procd reads no smaps (ProcAPI::getPSSInfo) and
+    # VanillaProc::PublishUpdateAd assigns no ProportionalSetSizeKb; the simulated starter does the same
+    code, err, engine = simulate(tmp_path, scenario("runtime: 20, memory: 100"))
+    assert code == 0, err
+    assert engine is not None
+    got = updates(engine)
+    exited = [i.usage for i in engine.inputs if isinstance(i, ev.JobExited)]
+    assert got and all("ProportionalSetSizeKb" not in u for _, u in got) and exited
+    assert all("ProportionalSetSizeKb" not in u for u in exited)
+    code, err, engine = simulate(tmp_path, scenario("runtime: 20, memory: 100", config="USE_PSS = True"))
+    assert code == 0, err
+    assert engine is not None
+    got = updates(engine)
+    exited = [i.usage for i in engine.inputs if isinstance(i, ev.JobExited)]
+    assert got and all(u["ProportionalSetSizeKb"] == u["ResidentSetSize"] == 100 * 1024 for _, u in got)
+    assert exited and exited[0]["ProportionalSetSizeKb"] == 100 * 1024
+
+
+def test_proportional_set_size_follows_a_reconfigured_use_pss(tmp_path: Path) -> None:
+    # as the daemon reads USE_PSS again on a reconfig, the simulated starter's next update follows it
+    code, err, engine = simulate(tmp_path, scenario(
+        "runtime: 100, memory: 100", "{at: 21, reconfig: {config: 'USE_PSS = True'}}"))
+    assert code == 0, err
+    assert engine is not None
+    assert [(t, "ProportionalSetSizeKb" in u) for t, u in updates(engine)][:4] == [
+        (10, False), (15, False), (20, False), (25, True)]
 
 
 def test_jobs_without_a_profile_get_no_periodic_updates(tmp_path: Path) -> None:
@@ -226,7 +256,7 @@ def test_memory_usage_is_the_configured_metric_of_the_starters_update(tmp_path: 
     code, err, engine = simulate(tmp_path, scenario(
         "runtime: 600, vacate_time: 5, memory: [[0, 100], [100, 1100]]",
         "{at: 50, expect_attrs: {slot1: {Memory: 4096, MemoryUsage: 2000}}}",
-        config="MEMORY_USAGE_METRIC = ((ProportionalSetSizeKb + 1023) / 1024) * 4\n"
+        config="USE_PSS = True\nMEMORY_USAGE_METRIC = ((ProportionalSetSizeKb + 1023) / 1024) * 4\n"
                "use POLICY : Preempt_If_Memory_Exceeded")
         .replace('JobUniverse: 5}', 'JobUniverse: 5, RequestMemory: 1024, MemoryUsage: "= UNDEFINED"}'))
     assert code == 0, err

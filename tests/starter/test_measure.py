@@ -1,6 +1,9 @@
 """A running job's usage as HTCondor's starter publishes it: ``VanillaProc::PublishUpdateAd`` (CPU, peak
 image and resident sizes, PSS, NumPids) and ``JICShadow::publishUpdateAd`` (DiskUsage of the sandbox,
-``(bytes+1023)/1024``), plus CpusUsage over the interval since the previous measurement."""
+``(bytes+1023)/1024``), plus CpusUsage over the interval since the previous measurement. PSS only under
+USE_PSS (the Starter's ``use_pss``, default False): the procd reads smaps only then
+(``ProcAPI::getPSSInfo``), and VanillaProc::PublishUpdateAd assigns ProportionalSetSizeKb only when
+``total_proportional_set_size_available``."""
 
 from __future__ import annotations
 
@@ -33,13 +36,69 @@ async def test_resident_set_size_rises_with_the_jobs_memory(starter, execute, wo
         after = await measure(h)
         assert after["ResidentSetSize"] >= 150_000 > before["ResidentSetSize"]
         assert after["ImageSize"] >= after["ResidentSetSize"]
-        assert after["ProportionalSetSizeKb"] >= 150_000  # readable by the daemon (root)
         assert after["NumPids"] == 1
         assert "MemoryUsage" not in after  # the engine evaluates MEMORY_USAGE_METRIC itself
     finally:
         h.hard_kill()
         r = await h.wait()
     assert r.usage["ResidentSetSize"] >= 150_000  # the peak is kept for the final update
+
+
+def _record_pss_reads(monkeypatch) -> list[int]:
+    """The pids whose smaps_rollup the job's family reads from now on."""
+    from startd.starter import family
+    reads: list[int] = []
+    real = family.pss_kb
+    monkeypatch.setattr(family, "pss_kb", lambda pid: reads.append(pid) or real(pid))
+    return reads
+
+
+ALLOCATE = "import sys, time; b = b\"x\" * (100 << 20); open(sys.argv[1], \"w\").close(); time.sleep(60)"
+
+
+async def test_by_default_a_jobs_usage_has_no_pss_and_smaps_is_never_read(starter, execute, work, monkeypatch):
+    # USE_PSS defaults to False: ProcFamilyProxy::start_procd passes _condor_USE_PSS=TRUE only under it,
+    # ProcAPI::getPSSInfo returns before reading smaps without it, so VanillaProc::PublishUpdateAd has no
+    # total_proportional_set_size_available and assigns no ProportionalSetSizeKb
+    assert starter.use_pss is False
+    reads = _record_pss_reads(monkeypatch)
+    flag = work / "allocated"
+    h = await starter.start("c1", py_job(ALLOCATE, str(flag)), execute, AS_SLOT)
+    try:
+        assert await wait_for(flag.exists, timeout=20)
+        u = await measure(h)
+        assert u["ResidentSetSize"] >= 75_000 and "ProportionalSetSizeKb" not in u
+    finally:
+        h.hard_kill()
+        r = await h.wait()
+    assert "ProportionalSetSizeKb" not in r.usage and r.usage["ResidentSetSize"] >= 75_000
+    assert reads == []
+
+
+async def test_with_use_pss_the_jobs_usage_has_its_proportional_set_size(make_starter, execute, work,
+                                                                        monkeypatch):
+    # USE_PSS = True: the procd reads each process's smaps (ProcAPI::getPSSInfo) and the starter publishes
+    # the peak as ProportionalSetSizeKb (VanillaProc::PublishUpdateAd keeps max_pss), in the final update too
+    st = make_starter(use_pss=True)
+    reads = _record_pss_reads(monkeypatch)
+    flag = work / "allocated"
+    h = await st.start("c1", py_job(ALLOCATE, str(flag)), execute, AS_SLOT)
+    try:
+        assert await wait_for(flag.exists, timeout=20)
+        u = await measure(h)
+        assert u["ProportionalSetSizeKb"] >= 75_000  # readable by the daemon (root)
+        assert h.pid in reads
+        # the knob is read at each measurement: turned off, smaps is no longer read nor PSS published
+        st.use_pss = False
+        del reads[:]
+        off = await measure(h)
+        assert "ProportionalSetSizeKb" not in off and reads == []
+        st.use_pss = True
+        assert (await measure(h))["ProportionalSetSizeKb"] >= u["ProportionalSetSizeKb"]
+    finally:
+        h.hard_kill()
+        r = await h.wait()
+    assert r.usage["ProportionalSetSizeKb"] >= 75_000
 
 
 async def test_disk_usage_is_the_size_of_the_sandbox_files(starter, execute, work):
