@@ -171,9 +171,9 @@ def _default_cron_runner() -> CronRunner:
 
 def _measure_jobs(running: list[tuple[str, JobHandle]]) -> list[tuple[str, JobHandle, dict[str, Any]]]:
     """Measure the running jobs, in one go (the daemon runs this in a thread): one scan of /proc serves
-    every job without a cgroup, as the procd's snapshot serves every family. A job that vanishes while it
-    is measured is left out."""
-    snap = scan_processes() if len(running) > 1 else None
+    every job without a cgroup, as the procd's snapshot serves every family (a job in a cgroup is read from
+    its cgroup). A job that vanishes while it is measured is left out."""
+    snap = scan_processes() if sum(1 for _, h in running if h.measure_scans()) > 1 else None
     out = []
     for claim_id, handle in running:
         if not handle.running:

@@ -503,9 +503,14 @@ class Engine(ResMgr):
             c = found[1]
             if inp.load is not None:
                 c.load = float(inp.load)
-            c.extra.update(inp.usage)
-            if inp.usage:
+            # Claim::publish copies STARTD_JOB_ATTRS from the job ad: the slot ad is written again when the
+            # update brings an attribute for the first time or changes one of those (a job's JobDuration
+            # or CPU seconds, which it does not copy, change at every update)
+            copied = self._copied_job_attrs()
+            if any(name not in c.extra or (name.lower() in copied and c.extra[name] != value)
+                   for name, value in inp.usage.items()):
                 c.job_version += 1
+            c.extra.update(inp.usage)
             for name, value in inp.usage.items():
                 try:
                     c.job[name] = value

@@ -353,10 +353,19 @@ class QuietPasses(DeferredFigures):
 
     def _figure_names(self) -> frozenset[str]:
         """FIGURE_NAMES and the configuration's STARTD_JOB_ATTRS (which Claim::publish copies too)."""
-        attrs = self.knobs.job_attrs
+        copied = self._copied_job_attrs()
         kept = self.__dict__.get("_figures_of")
+        if kept is None or kept[0] is not copied:
+            kept = self.__dict__["_figures_of"] = (copied, FIGURE_NAMES | copied)
+        return kept[1]
+
+    def _copied_job_attrs(self) -> frozenset[str]:
+        """The job attributes Claim::publish copies into the slot ad (STARTD_JOB_ATTRS, with _EXPRS and
+        SYSTEM_STARTD_JOB_ATTRS), lower-cased, for the configuration in force."""
+        attrs = self.knobs.job_attrs
+        kept = self.__dict__.get("_copied_of")
         if kept is None or kept[0] is not attrs:
-            kept = self.__dict__["_figures_of"] = (attrs, FIGURE_NAMES | {a.lower() for a in attrs})
+            kept = self.__dict__["_copied_of"] = (attrs, frozenset(a.lower() for a in attrs))
         return kept[1]
 
     def _count_inputs(self) -> None:

@@ -7,8 +7,8 @@ Membership comes from the strongest source available:
   (``cgroup.kill``). Used whenever the cgroup v2 hierarchy is mounted and writable.
 * otherwise the **session**: each job is a session leader, so its descendants share its session id
   unless they call setsid(); plus the **descendants** of known members (their parent pids);
-* and, in a thorough look (killing, measuring, reaping a previous life), an **environment marker**
-  every process of the job inherits (``_STARTD_FAMILY=<token>``, as HTCondor's
+* and, in a thorough look (killing, reaping a previous life, measuring a family without a cgroup), an
+  **environment marker** every process of the job inherits (``_STARTD_FAMILY=<token>``, as HTCondor's
   ``_CONDOR_ANCESTOR_<pid>``), found in /proc/<pid>/environ, which catches processes that left the
   session and were orphaned (``setsid cmd &``, a double fork). Only processes started after the
   job's first one are read.
@@ -97,9 +97,14 @@ class JobCgroup:
     def exists(self) -> bool:
         return self.path.is_dir()
 
+    def _read(self, name: str) -> bytes:
+        """One of the cgroup's files, read whole (unbuffered: they are small and read at every poll)."""
+        with open(os.path.join(self.path, name), "rb", buffering=0) as f:
+            return f.read()
+
     def pids(self) -> list[int]:
         try:
-            return [int(x) for x in (self.path / "cgroup.procs").read_text().split()]
+            return [int(x) for x in self._read("cgroup.procs").split()]
         except (OSError, ValueError):
             return []
 
@@ -126,10 +131,8 @@ class JobCgroup:
     def cpu_seconds(self) -> tuple[float, float] | None:
         """(user, system) CPU seconds of every process that ever ran in the cgroup."""
         try:
-            fields = dict(
-                line.split() for line in (self.path / "cpu.stat").read_text().splitlines() if line.strip()
-            )
-            return int(fields["user_usec"]) / 1e6, int(fields["system_usec"]) / 1e6
+            fields = dict(line.split() for line in self._read("cpu.stat").splitlines() if line.strip())
+            return int(fields[b"user_usec"]) / 1e6, int(fields[b"system_usec"]) / 1e6
         except (OSError, KeyError, ValueError):
             return None
 
@@ -140,7 +143,7 @@ class JobCgroup:
         without the memory controller."""
         stat: dict[str, int] = {}
         try:
-            for line in (self.path / "memory.stat").read_text().splitlines():
+            for line in self._read("memory.stat").decode().splitlines():
                 key, _, value = line.partition(" ")
                 if key in ("anon", "shmem", "file", "inactive_anon"):
                     stat[key] = int(value)
@@ -151,7 +154,7 @@ class JobCgroup:
         now = stat["anon"] + stat.get("shmem", 0)
         peak = now
         try:
-            raw_peak = int((self.path / "memory.peak").read_text().split()[0])
+            raw_peak = int(self._read("memory.peak").split()[0])
         except (OSError, ValueError, IndexError):
             raw_peak = 0
         cache = stat.get("file", 0) + stat.get("inactive_anon", 0)
@@ -232,6 +235,17 @@ class ProcessFamily:
             self._known[root_pid] = root.start
 
     # -- membership ------------------------------------------------------------------------------
+
+    def in_cgroup(self) -> bool:
+        """Its processes are those of its cgroup: complete, and inescapable without privilege, so a
+        measurement reads the cgroup alone (as ProcFamilyDirectCgroupV2::get_usage does), never the
+        environment of every process."""
+        return self.cgroup is not None and self.cgroup.exists()
+
+    def scans(self, thorough: bool) -> bool:
+        """Whether a look at its members (``thorough`` or not) reads the whole process table, so that one
+        scan shared by every family measured at a poll pays off."""
+        return thorough or self.login_uid is not None or not self.in_cgroup()
 
     def members(self, thorough: bool = False, snap: dict[int, ProcStat] | None = None) -> dict[int, ProcStat]:
         """Live (non-zombie) members and their stat lines. ``thorough`` adds the environment-marker

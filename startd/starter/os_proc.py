@@ -458,7 +458,8 @@ class JobHandle:
         (see ProcessFamily.members). Blocks (reads /proc, walks the sandbox) and is thread-safe: the
         daemon runs it in an executor."""
         pss = self._starter.use_pss
-        fu = self.family.usage(thorough=True, pss=pss, snap=snap)
+        # the environment marker is looked for only when no cgroup holds the family
+        fu = self.family.usage(thorough=not self.family.in_cgroup(), pss=pss, snap=snap)
         cg_mem = self.family.cgroup.memory_kb() if self.family.cgroup is not None else None
         disk = directory_size(self.sandbox)
         loadavg = os.getloadavg()[0]
@@ -489,6 +490,10 @@ class JobHandle:
             if pss and self._peak_pss is not None:
                 usage["ProportionalSetSizeKb"] = self._peak_pss
         return usage
+
+    def measure_scans(self) -> bool:
+        """Whether :meth:`measure` reads the whole process table (a scan is worth sharing)."""
+        return self.family.scans(thorough=not self.family.in_cgroup())
 
     def usage(self) -> dict[str, Any]:
         """:meth:`measure`, for callers that do not mind it blocking."""

@@ -54,6 +54,25 @@ def test_system_startd_job_attrs_are_copied_beside_the_administrators() -> None:
     assert (ad.evaluate("ResidentSetSize"), ad.evaluate("DiskUsage")) == (10, 20)
 
 
+def test_every_update_reaches_the_copied_job_attributes_and_only_those() -> None:
+    # Claim::publish copies STARTD_JOB_ATTRS from the job ad at each update; what it does not list (here
+    # JobDuration at first) stays out of the slot ad however often it changes
+    d = running("")
+    for t, rss, duration in ((12, 100, 1.0), (17, 100, 6.0), (22, 250, 11.0), (27, 250, 16.0)):
+        d.do(JobUsage(now=t, claim_id="c1", load=1.0, usage={"ResidentSetSize": rss, "JobDuration": duration}))
+        d.until(t + 1)
+        ad = d.eng.slot_ad("slot1")
+        assert ad.evaluate("ResidentSetSize") == rss and "JobDuration" not in ad
+    d.do(JobUsage(now=32, claim_id="c1", load=1.0, usage={"ResidentSetSize": 250, "DiskUsage": 9, "JobDuration": 21.0}))
+    d.until(33)
+    assert d.eng.slot_ad("slot1").evaluate("DiskUsage") == 9  # an attribute new to the job ad is copied too
+    d = running("STARTD_JOB_ATTRS = JobDuration\n")
+    for t, duration in ((12, 1.0), (17, 6.0), (22, 11.0)):
+        d.do(JobUsage(now=t, claim_id="c1", load=1.0, usage={"ResidentSetSize": 100, "JobDuration": duration}))
+        d.until(t + 1)
+        assert d.eng.slot_ad("slot1").evaluate("JobDuration") == duration
+
+
 def test_preempt_if_memory_exceeded_fires_within_a_polling_interval() -> None:
     # the job outgrows the slot's Memory (4096 MB here) at 20; the policy is evaluated every POLLING_INTERVAL
     d = running(MEMORY_POLICY, RequestMemory=1024)

@@ -213,10 +213,11 @@ async def test_one_scan_of_proc_serves_every_job_measured_at_a_poll(starter, exe
         await h.wait()
 
 
-async def test_the_marker_scan_reads_each_environment_once_per_scan(starter, execute, work, monkeypatch):
-    """Each job's orphan scan looks for its own marker in the environments of the processes started after
-    it; with one scan for the poll, every environment is read once, whichever job looks."""
+async def test_the_marker_scan_reads_each_environment_once_per_scan(make_starter, execute, work, monkeypatch):
+    """Each job without a cgroup looks for its own marker (orphans) in the environments of the processes
+    started after it; with one scan for the poll, every environment is read once, whichever job looks."""
     from startd.starter import procscan
+    starter = make_starter(use_cgroups=False)
     jobs = [await starter.start(f"c{i}", {"Cmd": "/bin/sleep", "Arguments": "60"}, execute, AS_SLOT)
             for i in (1, 2, 3)]
     try:
@@ -236,3 +237,42 @@ async def test_the_marker_scan_reads_each_environment_once_per_scan(starter, exe
         for h in jobs:
             h.hard_kill()
             await h.wait()
+
+
+async def test_a_job_in_a_cgroup_is_measured_from_its_cgroup_alone(make_starter, execute, tmp_path, monkeypatch):
+    """ProcFamilyDirectCgroupV2::get_usage: a family its cgroup holds (complete, inescapable without
+    privilege) is measured from the cgroup's files; no process's environment is read for a marker and no
+    scan of /proc is made."""
+    from startd.starter import family, procscan
+    from startd.starter.family import JobCgroup
+    st = make_starter(use_cgroups=False)
+    h = await st.start("c1", {"Cmd": "/bin/sleep", "Arguments": "60"}, execute, AS_SLOT)
+    fake = tmp_path / "cg"
+    fake.mkdir()
+    (fake / "cgroup.procs").write_text(f"{h.pid}\n")
+    (fake / "cpu.stat").write_text("usage_usec 3500000\nuser_usec 2500000\nsystem_usec 1000000\n")
+    (fake / "memory.stat").write_text("anon 2097152\nfile 0\nshmem 0\ninactive_anon 0\n")
+    (fake / "memory.peak").write_text(str(2 << 20))
+    reads: list[str] = []
+    real_open = open
+
+    def counting(path, *a, **kw):  # type: ignore[no-untyped-def]
+        if str(path).endswith("/environ"):
+            reads.append(str(path))
+        return real_open(path, *a, **kw)
+
+    h.family.cgroup = JobCgroup(fake)
+    try:
+        assert not h.measure_scans()
+        monkeypatch.setattr(procscan, "open", counting, raising=False)
+        monkeypatch.setattr(family, "snapshot", lambda: pytest.fail("a scan of /proc was made"))
+        u = await asyncio.get_running_loop().run_in_executor(None, h.measure)
+        assert reads == []
+        assert u["NumPids"] == 1 and (u["RemoteUserCpu"], u["RemoteSysCpu"]) == (2.5, 1.0)
+        assert u["ResidentSetSize"] >= 2048
+    finally:
+        monkeypatch.undo()
+        h.family.cgroup = None
+        h.hard_kill()
+        await h.wait()
+    assert h.measure_scans()  # without its cgroup the family is looked for in /proc again
