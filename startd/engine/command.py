@@ -503,12 +503,7 @@ class Engine(ResMgr):
             c = found[1]
             if inp.load is not None:
                 c.load = float(inp.load)
-            # Claim::publish copies STARTD_JOB_ATTRS from the job ad: the slot ad is written again when the
-            # update brings an attribute for the first time or changes one of those (a job's JobDuration
-            # or CPU seconds, which it does not copy, change at every update)
-            copied = self._copied_job_attrs()
-            if any(name not in c.extra or (name.lower() in copied and c.extra[name] != value)
-                   for name, value in inp.usage.items()):
+            if self._changes_copied(c.extra, inp.usage):  # the slot ad's copy of the job is written again
                 c.job_version += 1
             c.extra.update(inp.usage)
             for name, value in inp.usage.items():

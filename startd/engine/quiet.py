@@ -359,6 +359,13 @@ class QuietPasses(DeferredFigures):
             kept = self.__dict__["_figures_of"] = (copied, FIGURE_NAMES | copied)
         return kept[1]
 
+    def _changes_copied(self, known: dict[str, Any], usage: dict[str, Any]) -> bool:
+        """Whether a job update brings an attribute the earlier ones (``known``) lacked, or changes one that
+        Claim::publish copies into the slot ad (STARTD_JOB_ATTRS): JobDuration and the CPU seconds, which
+        it does not copy, change at every update without the slot ad's copy being written again."""
+        copied = self._copied_job_attrs()
+        return any(n not in known or (n.lower() in copied and known[n] != v) for n, v in usage.items())
+
     def _copied_job_attrs(self) -> frozenset[str]:
         """The job attributes Claim::publish copies into the slot ad (STARTD_JOB_ATTRS, with _EXPRS and
         SYSTEM_STARTD_JOB_ATTRS), lower-cased, for the configuration in force."""
