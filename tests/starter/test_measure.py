@@ -56,16 +56,25 @@ def _record_pss_reads(monkeypatch) -> list[int]:
 ALLOCATE = "import sys, time; b = b\"x\" * (100 << 20); open(sys.argv[1], \"w\").close(); time.sleep(60)"
 
 
+async def _allocated(st, execute, work):
+    """A job that holds 100 MB, once it has allocated them."""
+    flag = work / "allocated"
+    h = await st.start("c1", py_job(ALLOCATE, str(flag)), execute, AS_SLOT)
+    if not await wait_for(flag.exists, timeout=20):
+        h.hard_kill()
+        await h.wait()
+        pytest.fail("the job did not allocate its memory within 20 s")
+    return h
+
+
 async def test_by_default_a_jobs_usage_has_no_pss_and_smaps_is_never_read(starter, execute, work, monkeypatch):
     # USE_PSS defaults to False: ProcFamilyProxy::start_procd passes _condor_USE_PSS=TRUE only under it,
     # ProcAPI::getPSSInfo returns before reading smaps without it, so VanillaProc::PublishUpdateAd has no
     # total_proportional_set_size_available and assigns no ProportionalSetSizeKb
     assert starter.use_pss is False
     reads = _record_pss_reads(monkeypatch)
-    flag = work / "allocated"
-    h = await starter.start("c1", py_job(ALLOCATE, str(flag)), execute, AS_SLOT)
+    h = await _allocated(starter, execute, work)
     try:
-        assert await wait_for(flag.exists, timeout=20)
         u = await measure(h)
         assert u["ResidentSetSize"] >= 75_000 and "ProportionalSetSizeKb" not in u
     finally:
@@ -81,10 +90,8 @@ async def test_with_use_pss_the_jobs_usage_has_its_proportional_set_size(make_st
     # the peak as ProportionalSetSizeKb (VanillaProc::PublishUpdateAd keeps max_pss), in the final update too
     st = make_starter(use_pss=True)
     reads = _record_pss_reads(monkeypatch)
-    flag = work / "allocated"
-    h = await st.start("c1", py_job(ALLOCATE, str(flag)), execute, AS_SLOT)
+    h = await _allocated(st, execute, work)
     try:
-        assert await wait_for(flag.exists, timeout=20)
         u = await measure(h)
         assert u["ProportionalSetSizeKb"] >= 75_000  # readable by the daemon (root)
         assert h.pid in reads
@@ -169,16 +176,21 @@ def test_cgroup_memory_is_anon_and_shmem_and_the_peak_without_cache(tmp_path):
     assert JobCgroup(cg).memory_kb() is None  # no memory controller
 
 
+def _fake_cgroup(path, pid: int, *, anon: int, peak: int):
+    """A directory standing for a job's cgroup: cgroup.procs lists ``pid``, memory.stat and memory.peak (bytes)."""
+    path.mkdir()
+    (path / "cgroup.procs").write_text(f"{pid}\n")
+    (path / "memory.stat").write_text(f"anon {anon}\nfile 0\nshmem 0\ninactive_anon 0\n")
+    (path / "memory.peak").write_text(str(peak))
+    return path
+
+
 async def test_the_cgroup_memory_peak_counts_when_larger(make_starter, execute, tmp_path):
     # The job runs without a cgroup; a directory standing for its cgroup (cgroup.procs lists it,
     # memory.peak says 400 MB) shows that measure() takes the larger figure.
     st = make_starter(use_cgroups=False)
     h = await st.start("c1", {"Cmd": "/bin/sleep", "Arguments": "60"}, execute, AS_SLOT)
-    fake = tmp_path / "fakecg"
-    fake.mkdir()
-    (fake / "cgroup.procs").write_text(f"{h.pid}\n")
-    (fake / "memory.stat").write_text("anon 1048576\nfile 0\nshmem 0\ninactive_anon 0\n")
-    (fake / "memory.peak").write_text(str(400 << 20))
+    fake = _fake_cgroup(tmp_path / "fakecg", h.pid, anon=1 << 20, peak=400 << 20)
     h.family.cgroup = JobCgroup(fake)
     try:
         u = await measure(h)
@@ -247,12 +259,8 @@ async def test_a_job_in_a_cgroup_is_measured_from_its_cgroup_alone(make_starter,
     from startd.starter.family import JobCgroup
     st = make_starter(use_cgroups=False)
     h = await st.start("c1", {"Cmd": "/bin/sleep", "Arguments": "60"}, execute, AS_SLOT)
-    fake = tmp_path / "cg"
-    fake.mkdir()
-    (fake / "cgroup.procs").write_text(f"{h.pid}\n")
+    fake = _fake_cgroup(tmp_path / "cg", h.pid, anon=2 << 20, peak=2 << 20)
     (fake / "cpu.stat").write_text("usage_usec 3500000\nuser_usec 2500000\nsystem_usec 1000000\n")
-    (fake / "memory.stat").write_text("anon 2097152\nfile 0\nshmem 0\ninactive_anon 0\n")
-    (fake / "memory.peak").write_text(str(2 << 20))
     reads: list[str] = []
     real_open = open
 
