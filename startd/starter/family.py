@@ -40,7 +40,6 @@ from .procscan import (
     ProcStat,
     Scan,
     has_marker,
-    index_by,
     marker_bytes,
     pss_kb,
     read_stat,
@@ -242,12 +241,7 @@ class ProcessFamily:
         environment of every process."""
         return self.cgroup is not None and self.cgroup.exists()
 
-    def scans(self, thorough: bool) -> bool:
-        """Whether a look at its members (``thorough`` or not) reads the whole process table, so that one
-        scan shared by every family measured at a poll pays off."""
-        return thorough or self.login_uid is not None or not self.in_cgroup()
-
-    def members(self, thorough: bool = False, snap: dict[int, ProcStat] | None = None) -> dict[int, ProcStat]:
+    def members(self, thorough: bool = False, snap: Scan | None = None) -> dict[int, ProcStat]:
         """Live (non-zombie) members and their stat lines. ``thorough`` adds the environment-marker
         scan, which finds processes that left the session and were orphaned; ``snap``: a scan of /proc
         to use instead of a new one (one scan for every job measured at a poll, as the procd's snapshot
@@ -269,9 +263,7 @@ class ProcessFamily:
                     found[pid] = st
             root = snap.get(self.root_pid)
             root_alive = root is not None and root.start == self.root_start
-            in_session = snap.session(self.sid) if isinstance(snap, Scan) else [
-                st for st in snap.values() if st.sid == self.sid]
-            for st in in_session:
+            for st in snap.session(self.sid):
                 pid = st.pid
                 if pid in found or st.start < self.root_start:
                     continue
@@ -363,7 +355,7 @@ class ProcessFamily:
     # -- accounting ------------------------------------------------------------------------------
 
     def usage(self, *, thorough: bool = False, pss: bool = False,
-              snap: dict[int, ProcStat] | None = None) -> FamilyUsage:
+              snap: Scan | None = None) -> FamilyUsage:
         """CPU (cumulative, never decreasing) and memory (current) of the family; ``pss`` adds the
         proportional set size (one more read per process); ``snap``: see :meth:`members`. Blocks
         (reads /proc)."""
@@ -398,9 +390,9 @@ class ProcessFamily:
             self._cpu_high = (max(user, self._cpu_high[0]), max(sys_, self._cpu_high[1]))
 
 
-def _add_descendants(found: dict[int, ProcStat], snap: dict[int, ProcStat]) -> None:
+def _add_descendants(found: dict[int, ProcStat], snap: Scan) -> None:
     """Add to ``found`` every process of ``snap`` descended from one of its members."""
-    children = snap.children() if isinstance(snap, Scan) else index_by(snap, "ppid")
+    children = snap.children()
     stack = list(found)
     while stack:
         for child in children.get(stack.pop(), ()):

@@ -37,7 +37,7 @@ import structlog
 
 from ..host.load import CondorLoadTracker
 from .family import ProcessFamily, in_thread
-from .procscan import ProcStat
+from .procscan import Scan
 
 log = structlog.get_logger("startd.starter")
 
@@ -446,7 +446,7 @@ class JobHandle:
 
     # -- usage -----------------------------------------------------------------------------------
 
-    def measure(self, snap: dict[int, ProcStat] | None = None) -> dict[str, Any]:
+    def measure(self, snap: Scan | None = None) -> dict[str, Any]:
         """The job's resource use, as ``VanillaProc::PublishUpdateAd`` publishes it: RemoteUserCpu,
         RemoteSysCpu (s, cumulative), ImageSize, ResidentSetSize and ProportionalSetSizeKb (KB,
         peaks; with a cgroup's memory controller its peak counts when it is larger; PSS only under the
@@ -492,8 +492,9 @@ class JobHandle:
         return usage
 
     def measure_scans(self) -> bool:
-        """Whether :meth:`measure` reads the whole process table (a scan is worth sharing)."""
-        return self.family.scans(thorough=not self.family.in_cgroup())
+        """Whether :meth:`measure` reads the whole process table (a scan is worth sharing): a family
+        without a cgroup, or one of a dedicated account (every process of its uid), is looked for there."""
+        return self.family.login_uid is not None or not self.family.in_cgroup()
 
     def usage(self) -> dict[str, Any]:
         """:meth:`measure`, for callers that do not mind it blocking."""

@@ -91,17 +91,17 @@ class Scan(dict[int, ProcStat]):
     def children(self) -> dict[int, list[ProcStat]]:
         """parent pid -> its children in this scan, worked out once for every family that looks."""
         if self._children is None:
-            self._children = index_by(self, "ppid")
+            self._children = _index_by(self, "ppid")
         return self._children
 
     def session(self, sid: int) -> list[ProcStat]:
         """The processes of session ``sid`` in this scan (the index is worked out once)."""
         if self._sessions is None:
-            self._sessions = index_by(self, "sid")
+            self._sessions = _index_by(self, "sid")
         return self._sessions.get(sid, [])
 
 
-def index_by(snap: dict[int, ProcStat], field: str) -> dict[int, list[ProcStat]]:
+def _index_by(snap: dict[int, ProcStat], field: str) -> dict[int, list[ProcStat]]:
     """The processes of ``snap`` grouped by one of their fields (``ppid``, ``sid``)."""
     out: dict[int, list[ProcStat]] = {}
     for st in snap.values():
