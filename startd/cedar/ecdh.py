@@ -13,7 +13,7 @@ import binascii
 
 from .framing import CedarError
 
-__all__ = ["KeyExchange", "SESSION_KEY_BYTES"]
+__all__ = ["KeyExchange", "SESSION_KEY_BYTES", "hkdf_by_library"]
 
 #: SEC_SESSION_KEY_LENGTH_V9: an AES-256 key
 SESSION_KEY_BYTES = 32
@@ -52,9 +52,14 @@ class KeyExchange:
         except (binascii.Error, ValueError):
             raise CedarError("the peer's ECDHPublicKey is not a P-256 public key") from None
         secret = self._private.exchange(ec.ECDH(), public)
-        # the crypto library is loaded by the exchange already: its HKDF derives the key
-        from cryptography.hazmat.primitives import hashes
-        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+        return hkdf_by_library(secret, salt=b"htcondor", info=b"keygen", length=SESSION_KEY_BYTES)
 
-        return HKDF(algorithm=hashes.SHA256(), length=SESSION_KEY_BYTES, salt=b"htcondor",
-                    info=b"keygen").derive(secret)
+
+def hkdf_by_library(secret: bytes, *, salt: bytes, info: bytes, length: int = 32) -> bytes:
+    """Condor_Crypt_Base::hkdf: HKDF-SHA256 by the crypto library, which a CEDAR session loads anyway (its
+    key exchange needs it); imported here, at the first session, not at start. (The MQTT token path, which
+    must not load the library, derives with ``startd.security.keys.hkdf_sha256``.)"""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    return HKDF(algorithm=hashes.SHA256(), length=length, salt=salt, info=info).derive(secret)

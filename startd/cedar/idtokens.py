@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from ..security.tokens import TokenError, verify_unsigned
 from ..security.wire import Identity
 from .codec import Decoder, Encoder
+from .ecdh import hkdf_by_library
 from .framing import Channel, CedarError
 
 __all__ = ["TokenAuthority", "AuthOutcome", "authenticate", "CAUTH_TOKEN", "SERVER_NAME"]
@@ -90,11 +91,7 @@ class AuthOutcome:
 
 
 def _hkdf(signature: bytes, seed: bytes, token: bytes, info: bytes) -> bytes:
-    # lazy: the crypto library is loaded by a CEDAR session (its key exchange needs it too), not at start
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=seed + token, info=info).derive(signature)
+    return hkdf_by_library(signature, salt=seed + token, info=info)
 
 
 def _hmac(key: bytes, data: bytes) -> bytes:
