@@ -379,8 +379,10 @@ async def serve(settings: Settings) -> None:
     finally:
         trimming.cancel()
         server.close()
+        # the wait for delivery reads amqtt's internals: whatever it meets there, the shutdown still runs
         with contextlib.suppress(BaseException):
             await _delivered(broker, DRAIN_TIMEOUT)
+        with contextlib.suppress(BaseException):
             await asyncio.wait_for(broker.shutdown(), SHUTDOWN_TIMEOUT)
 
 
